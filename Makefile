@@ -1,0 +1,34 @@
+# The README's two commands: `make demo` and `make test`. Both set up what is missing first.
+BUILD_DIR ?= build
+JOBS ?= $(shell nproc)
+ENV_FILE := $(BUILD_DIR)/.setup.env
+CTEST_ARGS ?=
+
+.PHONY: all deps configure build test demo bench-cpu clean
+
+all: build
+
+# Debian packages and LibTorch (the pinned torch wheel, cached outside the checkout).
+deps: $(ENV_FILE)
+$(ENV_FILE): scripts/setup.sh
+	bash scripts/setup.sh $(ENV_FILE)
+
+configure: $(BUILD_DIR)/build.ninja
+$(BUILD_DIR)/build.ninja: $(ENV_FILE) CMakeLists.txt
+	. ./$(ENV_FILE) && cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_PREFIX_PATH="$$TORCH_PREFIX" -DMGPU_PYTHON="$$MGPU_PYTHON"
+
+build: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+test: build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure --timeout 600 $(CTEST_ARGS)
+
+demo: build
+	$(BUILD_DIR)/bin/mgpu demo
+
+bench-cpu: build
+	bash bench/cpu_lenet.sh $(BUILD_DIR)
+
+clean:
+	rm -rf $(BUILD_DIR)

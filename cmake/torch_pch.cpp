@@ -1,0 +1,1 @@
+// Translation unit that owns the shared precompiled LibTorch header (see MgpuTarget.cmake).

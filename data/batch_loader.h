@@ -1,0 +1,77 @@
+// Turns an epoch's list of sample indices into normalized batches, handed out in order.
+//
+// With num_workers = 0 the caller's thread builds each batch when it asks for it (the time it
+// takes is the epoch's data-wait time). With N > 0, N threads build batches ahead, at most
+// N * prefetch_per_worker waiting, and Next() hands them out in index order. A batch's contents
+// depend only on the index list, never on the number of workers or their timing.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "data/image_dataset.h"
+
+namespace mgpu {
+
+struct LoaderOptions {
+  int64_t batch_size = 64;
+  int num_workers = 0;
+  int prefetch_per_worker = 2;
+  bool pin_memory = false;  // page-locked batches, for non-blocking copies to a GPU
+};
+
+struct Batch {
+  int64_t index = 0;      // position of the batch within its epoch
+  torch::Tensor images;   // (B, C, H, W) float32, normalized with the data set's mean/stddev
+  torch::Tensor labels;   // (B) int64
+};
+
+class BatchLoader {
+ public:
+  // `dataset` must outlive the loader. Throws std::invalid_argument for batch_size < 1 or
+  // num_workers < 0.
+  BatchLoader(const ImageDataset& dataset, LoaderOptions options);
+  ~BatchLoader();
+  BatchLoader(const BatchLoader&) = delete;
+  BatchLoader& operator=(const BatchLoader&) = delete;
+
+  // Starts a pass over `indices`; an unfinished previous pass is abandoned. The last batch may
+  // be smaller than batch_size.
+  void StartEpoch(std::vector<int64_t> indices);
+  // The next batch of the pass, or nullopt once it is done. Rethrows a worker's exception.
+  std::optional<Batch> Next();
+  int64_t batches_in_epoch() const { return num_batches_; }
+
+ private:
+  Batch Build(const std::vector<int64_t>& indices, int64_t batch_index) const;
+  void WorkerLoop();
+
+  const ImageDataset& dataset_;
+  const LoaderOptions options_;
+  std::vector<float> scale_;  // per channel: 1 / (255 * stddev)
+  std::vector<float> shift_;  // per channel: -mean / stddev
+
+  std::mutex mutex_;
+  std::condition_variable work_available_;
+  std::condition_variable batch_ready_;
+  std::shared_ptr<const std::vector<int64_t>> indices_;
+  uint64_t generation_ = 0;       // bumped by StartEpoch; stale work is dropped
+  int64_t num_batches_ = 0;
+  int64_t next_to_build_ = 0;
+  int64_t next_to_deliver_ = 0;
+  std::map<int64_t, Batch> ready_;
+  std::exception_ptr worker_error_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace mgpu

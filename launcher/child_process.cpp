@@ -1,0 +1,45 @@
+#include "launcher/child_process.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "common/status.h"
+
+extern char** environ;
+
+namespace mgpu {
+
+std::string WorkerExecutable() {
+  if (const char* env = std::getenv("MGPU_WORKER"); env != nullptr && *env != '\0') return env;
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::string worker = (self.parent_path() / "mgpu-worker").string();
+  if (ec || !std::filesystem::exists(worker)) {
+    throw Error(ExitCode::kFailure, "cannot find mgpu-worker next to this program (" + worker +
+                                        "); set MGPU_WORKER to its path");
+  }
+  return worker;
+}
+
+int RunAndWait(const std::vector<std::string>& argv) {
+  std::vector<std::string> args = argv;
+  std::vector<char*> arg_ptrs;
+  for (auto& a : args) arg_ptrs.push_back(a.data());
+  arg_ptrs.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, args[0].c_str(), nullptr, nullptr, arg_ptrs.data(), environ);
+  if (rc != 0) throw Error(ExitCode::kFailure, "cannot start " + args[0] + ": " + std::strerror(rc));
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw Error(ExitCode::kFailure, "waitpid failed: " + std::string(std::strerror(errno)));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace mgpu

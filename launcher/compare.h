@@ -1,0 +1,15 @@
+// `mgpu compare`: runs a plan's runs one after another and reports them side by side.
+#pragma once
+
+#include <string>
+
+#include "launcher/compare_plan.h"
+
+namespace mgpu {
+
+// Runs every planned run with mgpu-worker in `out`/<run name>, rewriting the reports after
+// each run. A failed run is reported in its row and does not stop the rest. Returns 0 when
+// every run succeeded, else 1. Throws mgpu::Error if `out` cannot be written.
+int RunComparison(const ComparePlan& plan, const std::string& plan_text, const std::string& out);
+
+}  // namespace mgpu

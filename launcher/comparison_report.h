@@ -1,0 +1,28 @@
+// The results of a comparison: one row per run (its summary.json, or why it has none), written
+// as comparison.csv, comparison.json and report.md, and printed as a table on the terminal.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/compare_plan.h"
+
+namespace mgpu {
+
+struct ComparisonRow {
+  std::string name;
+  std::string folder;        // the run's output folder
+  int exit_code = 0;         // mgpu-worker's exit code
+  nlohmann::json summary;    // the run's summary.json; null if it wrote none
+};
+
+// Writes comparison.csv, comparison.json and report.md into `out` (atomically, so a report of
+// the runs done so far survives an interrupted comparison).
+void WriteComparison(const std::string& out, const ComparePlan& plan, const std::vector<ComparisonRow>& rows);
+
+// A fixed-width table of the rows for the terminal.
+std::string ComparisonTable(const std::vector<ComparisonRow>& rows);
+
+}  // namespace mgpu

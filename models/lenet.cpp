@@ -1,0 +1,33 @@
+#include "models/lenet.h"
+
+#include "common/status.h"
+
+namespace mgpu {
+
+namespace nn = torch::nn;
+namespace F = torch::nn::functional;
+
+LeNet::LeNet(int64_t in_channels, int64_t num_classes, int64_t height, int64_t width) {
+  // Spatial size: pad-2 conv keeps H, pool halves, 5x5 conv takes 4, pool halves.
+  const int64_t h = (height / 2 - 4) / 2, w = (width / 2 - 4) / 2;
+  if (h < 1 || w < 1) {
+    throw BadInputError("LeNet needs images of at least 12x12 pixels, got " +
+                        std::to_string(height) + "x" + std::to_string(width));
+  }
+  conv1_ = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in_channels, 6, 5).padding(2)));
+  conv2_ = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(6, 16, 5)));
+  fc1_ = register_module("fc1", nn::Linear(16 * h * w, 120));
+  fc2_ = register_module("fc2", nn::Linear(120, 84));
+  fc3_ = register_module("fc3", nn::Linear(84, num_classes));
+}
+
+torch::Tensor LeNet::forward(torch::Tensor x) {
+  x = F::max_pool2d(torch::relu(conv1_(x)), F::MaxPool2dFuncOptions(2));  // (B, 6, H/2, W/2)
+  x = F::max_pool2d(torch::relu(conv2_(x)), F::MaxPool2dFuncOptions(2));  // (B, 16, h, w)
+  x = x.flatten(1);                                                       // (B, 16*h*w)
+  x = torch::relu(fc1_(x));                                               // (B, 120)
+  x = torch::relu(fc2_(x));                                               // (B, 84)
+  return fc3_(x);                                                         // (B, classes)
+}
+
+}  // namespace mgpu

@@ -1,0 +1,68 @@
+// SGD (momentum, Nesterov, weight decay), Adam and AdamW stepping all parameters with one fused
+// multi-tensor ATen kernel per (device, dtype) group — `_fused_sgd_`, `_fused_adam_`,
+// `_fused_adamw_`, as torch.optim does with fused=True — instead of LibTorch's C++
+// optimizers, which launch several kernels per parameter.
+//
+// Semantics are torch.optim's: same update rules, same defaults (Adam betas 0.9/0.999,
+// eps 1e-8), Adam's weight decay added to the gradient, AdamW's decoupled. Step() takes the
+// GradScaler's optional scale and found-inf flag: gradients are unscaled inside the kernel and
+// the update is skipped where found_inf is non-zero.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace mgpu {
+
+struct OptimizerOptions {
+  std::string kind = "adam";  // sgd | adam | adamw
+  double lr = 1e-3;
+  double momentum = 0.0;      // sgd
+  bool nesterov = false;      // sgd
+  double weight_decay = 0.0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw
+};
+
+class FusedOptimizer {
+ public:
+  // Throws BadInputError for an unknown kind or inconsistent options (e.g. Nesterov without
+  // momentum).
+  FusedOptimizer(std::vector<torch::Tensor> parameters, OptimizerOptions options);
+
+  // Sets every parameter's gradient to none (the next backward allocates it afresh).
+  void ZeroGrad();
+  // One update of every parameter that has a gradient. `grad_scale`/`found_inf` are
+  // single-element float tensors on the parameters' device (see the header comment).
+  void Step(const std::optional<torch::Tensor>& grad_scale = std::nullopt,
+            const std::optional<torch::Tensor>& found_inf = std::nullopt);
+
+  double lr() const { return options_.lr; }
+  void set_lr(double lr) { options_.lr = lr; }
+  const OptimizerOptions& options() const { return options_; }
+
+  // Optimizer state for checkpoints: step counts, moments or momentum buffers, by parameter.
+  std::vector<torch::Tensor> StateTensors() const;
+  // Restores what StateTensors returned; throws BadInputError on a count or shape mismatch.
+  void LoadStateTensors(const std::vector<torch::Tensor>& state);
+
+ private:
+  struct Group {  // parameters sharing a device and dtype, stepped by one kernel call
+    std::vector<size_t> members;
+  };
+  void StepGroup(const Group& group, const std::optional<torch::Tensor>& grad_scale,
+                 const std::optional<torch::Tensor>& found_inf);
+
+  std::vector<torch::Tensor> parameters_;
+  OptimizerOptions options_;
+  std::vector<Group> groups_;
+  // Per parameter; undefined until the first step that sees a gradient.
+  std::vector<torch::Tensor> steps_;       // adam/adamw: float32 step counts
+  std::vector<torch::Tensor> exp_avg_;     // adam/adamw: first moments
+  std::vector<torch::Tensor> exp_avg_sq_;  // adam/adamw: second moments
+  std::vector<torch::Tensor> momentum_;    // sgd with momentum: velocity buffers
+};
+
+}  // namespace mgpu

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Installs what mgpu needs on a Debian 12 machine, idempotently, and says what it installs.
+#   scripts/setup.sh ENV_FILE
+# Writes ENV_FILE (sourced by the Makefile) with TORCH_PREFIX (LibTorch's CMake prefix) and
+# MGPU_PYTHON (a Python that imports the same torch, for the PyTorch reference benchmarks).
+#
+# LibTorch comes from, in order: Torch_DIR or TORCH_PREFIX if set; `python3 -c 'import torch'`
+# if that works; else the pinned torch wheel in a virtual environment cached outside the
+# checkout (MGPU_CACHE, default ~/.cache/mgpu).
+set -euo pipefail
+
+readonly TORCH_VERSION=2.11.0
+readonly ENV_FILE=${1:?usage: scripts/setup.sh ENV_FILE}
+readonly CACHE_DIR=${MGPU_CACHE:-$HOME/.cache/mgpu}
+readonly VENV=$CACHE_DIR/venv-torch-$TORCH_VERSION
+
+# Build and run dependencies (Debian 12 package names).
+readonly DEBIAN_PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config python3 python3-venv zlib1g-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libspdlog-dev libfmt-dev libopenmpi-dev openmpi-bin
+  libgtest-dev libgmock-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
+  dataset-fashion-mnist
+)
+
+say() { printf '[setup] %s\n' "$*"; }
+
+install_debian_packages() {
+  local missing=()
+  for p in "${DEBIAN_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    say "Debian packages: all ${#DEBIAN_PACKAGES[@]} present"
+    return
+  fi
+  say "Debian packages: installing ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# Prints LibTorch's CMake prefix and the Python that goes with it (empty if none), one per line.
+find_torch() {
+  if [ -n "${Torch_DIR:-}" ]; then
+    say "LibTorch: Torch_DIR=$Torch_DIR (given)" >&2
+    printf '%s\n%s\n' "$(cd "$Torch_DIR/.." && pwd)" ""
+  elif [ -n "${TORCH_PREFIX:-}" ]; then
+    say "LibTorch: TORCH_PREFIX=$TORCH_PREFIX (given)" >&2
+    printf '%s\n%s\n' "$TORCH_PREFIX" ""
+  elif prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null); then
+    say "LibTorch: from python3's torch $(python3 -c 'import torch; print(torch.__version__)')" >&2
+    printf '%s\n%s\n' "$prefix" "$(command -v python3)"
+  else
+    if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+      say "LibTorch: installing torch==$TORCH_VERSION into $VENV (about 5 GB, once)" >&2
+      python3 -m venv "$VENV"
+      "$VENV/bin/pip" install -q --upgrade pip >&2
+      "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" numpy >&2
+    else
+      say "LibTorch: cached torch==$TORCH_VERSION in $VENV" >&2
+    fi
+    printf '%s\n%s\n' "$("$VENV/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')" \
+      "$VENV/bin/python"
+  fi
+}
+
+install_debian_packages
+mapfile -t torch_info < <(find_torch)
+mkdir -p "$(dirname "$ENV_FILE")"
+cat > "$ENV_FILE.tmp" <<ENV
+TORCH_PREFIX=${torch_info[0]}
+MGPU_PYTHON=${torch_info[1]}
+ENV
+mv "$ENV_FILE.tmp" "$ENV_FILE"
+say "wrote $ENV_FILE"

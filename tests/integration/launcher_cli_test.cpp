@@ -1,0 +1,62 @@
+// mgpu compare / mgpu demo end to end.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/test_support.h"
+
+namespace mgpu {
+namespace {
+
+using namespace mgpu::testing;
+namespace fs = std::filesystem;
+
+TEST(MgpuCompare, RunsEveryRowReportsFailuresAndKeepsGoing) {
+  TempDir dir;
+  WriteTinyMnistLike(dir / "data", 256, 100);
+  WriteBytes(dir / "plan.yaml",
+             "name: tiny\n"
+             "base: {data-dir: " + dir / "data" + ", device: cpu, threads: 1, batch-size: 32, max-steps: 4}\n"
+             "matrix:\n  num-workers: [0, 2]\n"
+             "runs:\n  - {name: good}\n  - {name: broken, data-dir: " + dir / "nowhere" + "}\n");
+  CommandResult result = RunCommand({MGPU_LAUNCHER_BIN, "compare", dir / "plan.yaml", "--out", dir / "out"});
+  EXPECT_EQ(result.exit_code, 1) << "one run fails: " << result.output;
+  for (const char* file : {"comparison.csv", "comparison.json", "report.md", "compare.yaml"}) {
+    EXPECT_TRUE(fs::exists(dir / (std::string("out/") + file))) << file;
+  }
+  const auto doc = nlohmann::json::parse(ReadText(dir / "out/comparison.json"));
+  ASSERT_EQ(doc["runs"].size(), 4u);
+  EXPECT_EQ(doc["runs"][0]["name"], "good/num-workers=0");
+  EXPECT_EQ(doc["runs"][1]["summary"]["num_workers"], 2);
+  EXPECT_EQ(doc["runs"][1]["summary"]["status"], "ok");
+  EXPECT_EQ(doc["runs"][2]["summary"]["status"], "failed");
+  EXPECT_EQ(doc["runs"][3]["exit_code"], 2);
+  const std::string report = ReadText(dir / "out/report.md");
+  EXPECT_NE(report.find("| broken/num-workers=2 |"), std::string::npos) << report;
+  EXPECT_NE(report.find("failed (exit 2)"), std::string::npos) << report;
+  EXPECT_NE(result.output.find("2 of 4 runs failed"), std::string::npos) << result.output;
+}
+
+TEST(MgpuCompare, BadPlanIsExitTwoBeforeAnyRun) {
+  TempDir dir;
+  WriteBytes(dir / "plan.yaml", "base: {epochs: 1, bogus-option: 3}\nruns: [{name: a}]\n");
+  CommandResult result = RunCommand({MGPU_LAUNCHER_BIN, "compare", dir / "plan.yaml", "--out", dir / "out"});
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("plan.yaml:1: unknown option 'bogus-option'"), std::string::npos) << result.output;
+  EXPECT_FALSE(fs::exists(dir / "out"));
+}
+
+TEST(MgpuDemo, QuickDemoComparesItsRunsOnFashionMnist) {
+  TempDir dir;
+  CommandResult result = RunCommand({MGPU_LAUNCHER_BIN, "demo", "--quick", "--out", dir / "demo"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto doc = nlohmann::json::parse(ReadText(dir / "demo/comparison.json"));
+  EXPECT_GE(doc["runs"].size(), 2u);
+  for (const auto& run : doc["runs"]) EXPECT_EQ(run["summary"]["status"], "ok") << run["name"];
+  EXPECT_NE(result.output.find("accuracy %"), std::string::npos) << result.output;
+}
+
+}  // namespace
+}  // namespace mgpu

@@ -1,0 +1,165 @@
+// mgpu-worker end to end: real processes, real files, the contract's outputs and exit codes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/test_support.h"
+
+namespace mgpu {
+namespace {
+
+using namespace mgpu::testing;
+namespace fs = std::filesystem;
+
+// The contract's summary.json fields (../shared/CONTRACT.md).
+const std::vector<std::string> kSummaryFields = {
+    "model", "dataset", "mode", "backend", "world_size", "devices", "precision", "loss_scale_mode",
+    "batch_size", "num_workers", "epochs", "lr", "seed", "status", "error", "total_seconds",
+    "test_accuracy", "test_loss", "per_class_accuracy", "peak_memory_bytes", "skipped_steps",
+    "final_loss_scale", "param_checksum", "epochs_detail"};
+const std::vector<std::string> kEpochFields = {
+    "epoch", "train_loss", "seconds", "images_per_second", "data_wait_seconds", "compute_seconds",
+    "comm_seconds", "test_loss", "test_accuracy"};
+
+nlohmann::json ReadSummary(const std::string& folder) {
+  return nlohmann::json::parse(ReadText(folder + "/summary.json"));
+}
+
+class WorkerCli : public ::testing::Test {
+ protected:
+  void SetUp() override { WriteTinyMnistLike(data_.path(), 640, 200); }
+
+  // Runs mgpu-worker on the tiny data set with `extra` flags; output folder `name`.
+  CommandResult Train(const std::string& name, std::vector<std::string> extra = {},
+                      std::vector<std::string> env = {}) {
+    std::vector<std::string> argv = {MGPU_WORKER_BIN, "--data-dir", data_.path(), "--device", "cpu",
+                                     "--threads", "1", "--batch-size", "32", "--out", out_ / name};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return RunCommand(argv, env);
+  }
+
+  TempDir data_;
+  TempDir out_;
+};
+
+TEST_F(WorkerCli, TrainsAndWritesEveryContractOutput) {
+  CommandResult result = Train("run", {"--epochs", "2", "--log-every", "5"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const nlohmann::json summary = ReadSummary(out_ / "run");
+  for (const auto& field : kSummaryFields) EXPECT_TRUE(summary.contains(field)) << "missing " << field;
+  EXPECT_EQ(summary["status"], "ok");
+  EXPECT_EQ(summary["mode"], "single");
+  EXPECT_EQ(summary["world_size"], 1);
+  EXPECT_EQ(summary["devices"], nlohmann::json::array({"cpu"}));
+  EXPECT_GT(summary["test_accuracy"].get<double>(), 90.0) << "the tiny data set is separable";
+  EXPECT_EQ(summary["per_class_accuracy"].size(), 10u);
+  EXPECT_GT(summary["peak_memory_bytes"][0].get<double>(), 0);
+  EXPECT_GT(summary["param_checksum"].get<double>(), 0);
+  ASSERT_EQ(summary["epochs_detail"].size(), 2u);
+  for (const auto& field : kEpochFields) EXPECT_TRUE(summary["epochs_detail"][1].contains(field)) << field;
+  EXPECT_EQ(summary["steps"], 40);  // 640 / 32 per epoch
+
+  const std::string csv = ReadText(out_ / "run/metrics.csv");
+  EXPECT_EQ(csv.rfind("step,epoch,loss,lr,loss_scale,step_seconds", 0), 0u) << csv;
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 40 / 5);
+  EXPECT_NE(ReadText(out_ / "run/logs/rank-0.log").find("rank source"), std::string::npos);
+  EXPECT_NE(ReadText(out_ / "run/config.yaml").find("batch-size: 32"), std::string::npos);
+  bool events = false;
+  for (const auto& entry : fs::directory_iterator(out_ / "run")) {
+    events |= entry.path().filename().string().rfind("events.out.tfevents.", 0) == 0 && fs::file_size(entry) > 0;
+  }
+  EXPECT_TRUE(events);
+}
+
+TEST_F(WorkerCli, SameSeedGivesTheSameParametersWhateverTheLoaderThreads) {
+  ASSERT_EQ(Train("a", {"--max-steps", "15", "--seed", "5"}).exit_code, 0);
+  ASSERT_EQ(Train("b", {"--max-steps", "15", "--seed", "5"}).exit_code, 0);
+  ASSERT_EQ(Train("c", {"--max-steps", "15", "--seed", "5", "--num-workers", "3"}).exit_code, 0);
+  ASSERT_EQ(Train("d", {"--max-steps", "15", "--seed", "6"}).exit_code, 0);
+  const double a = ReadSummary(out_ / "a")["param_checksum"];
+  EXPECT_EQ(a, ReadSummary(out_ / "b")["param_checksum"].get<double>());
+  EXPECT_EQ(a, ReadSummary(out_ / "c")["param_checksum"].get<double>());
+  EXPECT_NE(a, ReadSummary(out_ / "d")["param_checksum"].get<double>());
+  EXPECT_EQ(ReadSummary(out_ / "a")["steps"], 15);
+}
+
+TEST_F(WorkerCli, ConfigFileSetsOptionsAndFlagsWin) {
+  WriteBytes(out_ / "c.yaml", "batch_size: 64\noptimizer: sgd\nlr: 0.05\nmax-steps: 3\n");
+  CommandResult result = Train("run", {"--config", out_ / "c.yaml", "--max-steps", "4"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const nlohmann::json summary = ReadSummary(out_ / "run");
+  EXPECT_EQ(summary["optimizer"], "sgd");
+  EXPECT_EQ(summary["batch_size"], 32) << "the flag wins over the file";
+  EXPECT_EQ(summary["steps"], 4);
+}
+
+TEST_F(WorkerCli, MissingDataIsExitTwoNamingTheFolder) {
+  CommandResult result = RunCommand({MGPU_WORKER_BIN, "--data-dir", data_ / "absent", "--device", "cpu",
+                                     "--out", out_ / "run"});
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find(data_ / "absent"), std::string::npos) << result.output;
+  const nlohmann::json summary = ReadSummary(out_ / "run");
+  EXPECT_EQ(summary["status"], "failed");
+  EXPECT_NE(summary["error"].get<std::string>().find("does not exist"), std::string::npos);
+}
+
+TEST_F(WorkerCli, TruncatedDataFileIsExitTwoNamingTheFile) {
+  const std::string images = data_ / "train-images-idx3-ubyte.gz";
+  WriteGzip(images, IdxBytes({640, 28, 28}, std::string(1000, 'x')));
+  CommandResult result = Train("run");
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find(images + ": truncated"), std::string::npos) << result.output;
+}
+
+TEST_F(WorkerCli, BadFlagsAndConfigKeysAreExitTwoBeforeTraining) {
+  CommandResult unknown_flag = Train("x", {"--bogus", "1"});
+  EXPECT_EQ(unknown_flag.exit_code, 2);
+  EXPECT_NE(unknown_flag.output.find("--bogus"), std::string::npos) << unknown_flag.output;
+
+  CommandResult bad_value = Train("y", {"--batch-size", "many"});
+  EXPECT_EQ(bad_value.exit_code, 2);
+  EXPECT_NE(bad_value.output.find("--batch-size: 'many' is not an integer"), std::string::npos) << bad_value.output;
+
+  WriteBytes(out_ / "bad.yaml", "epochs: 1\nlearning-rate: 0.1\n");
+  CommandResult bad_key = Train("z", {"--config", out_ / "bad.yaml"});
+  EXPECT_EQ(bad_key.exit_code, 2);
+  EXPECT_NE(bad_key.output.find("unknown key 'learning-rate'"), std::string::npos) << bad_key.output;
+  EXPECT_FALSE(fs::exists(out_ / "z")) << "nothing is written for a run that never started";
+}
+
+TEST_F(WorkerCli, SingleModeRefusesAMultiRankEnvironment) {
+  CommandResult result = Train("run", {}, {"RANK=0", "WORLD_SIZE=2"});
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("world size is 2"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("torchrun"), std::string::npos) << result.output;
+}
+
+TEST_F(WorkerCli, HelpListsOptionsAndExitsZero) {
+  CommandResult result = RunCommand({MGPU_WORKER_BIN, "--help"});
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_NE(result.output.find("--batch-size"), std::string::npos);
+  EXPECT_NE(result.output.find("--num-workers"), std::string::npos);
+}
+
+// The foundation's acceptance run: one epoch of LeNet on the real Fashion-MNIST (Debian's
+// dataset-fashion-mnist, installed by `make deps`) reaches at least 84% test accuracy.
+TEST(WorkerOnFashionMnist, OneEpochReachesAtLeast84Percent) {
+  const std::string data = "/usr/share/datasets/fashion-mnist";
+  ASSERT_TRUE(fs::exists(data + "/train-images-idx3-ubyte.gz"))
+      << data << " is missing: run `make deps` (it installs dataset-fashion-mnist)";
+  TempDir out;
+  CommandResult result = RunCommand({MGPU_WORKER_BIN, "--model", "lenet", "--dataset", "fashion-mnist",
+                                     "--epochs", "1", "--device", "cpu", "--num-workers", "2",
+                                     "--out", out / "run"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const nlohmann::json summary = ReadSummary(out / "run");
+  for (const auto& field : kSummaryFields) EXPECT_TRUE(summary.contains(field)) << "missing " << field;
+  EXPECT_GE(summary["test_accuracy"].get<double>(), 84.0);
+  EXPECT_EQ(summary["parameters"], 61706);
+  EXPECT_EQ(summary["class_names"][9], "Ankle boot");
+}
+
+}  // namespace
+}  // namespace mgpu

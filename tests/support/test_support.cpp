@@ -1,0 +1,115 @@
+#include "tests/support/test_support.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+extern char** environ;
+
+namespace mgpu::testing {
+
+TempDir::TempDir() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "mgpu-test-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+void WriteBytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+void WriteGzip(const std::string& path, const std::string& bytes) {
+  gzFile file = gzopen(path.c_str(), "wb");
+  if (file == nullptr) throw std::runtime_error("cannot write " + path);
+  gzwrite(file, bytes.data(), static_cast<unsigned>(bytes.size()));
+  gzclose(file);
+}
+
+std::string IdxBytes(const std::vector<int64_t>& dims, const std::string& data) {
+  std::string bytes = {0, 0, 8, static_cast<char>(dims.size())};
+  for (int64_t d : dims) {
+    for (int shift = 24; shift >= 0; shift -= 8) bytes.push_back(static_cast<char>((d >> shift) & 0xff));
+  }
+  return bytes + data;
+}
+
+void WriteTinyMnistLike(const std::string& folder, int train, int test) {
+  auto write_split = [&](const std::string& prefix, int n) {
+    std::string pixels, labels;
+    for (int i = 0; i < n; ++i) {
+      const int label = i % 10;
+      labels.push_back(static_cast<char>(label));
+      for (int p = 0; p < 28 * 28; ++p) {
+        // A bright band whose row depends on the class, plus a little per-sample variation.
+        const int row = p / 28;
+        const bool on = row >= 2 * label + 4 && row < 2 * label + 7;
+        pixels.push_back(static_cast<char>(on ? 200 + (i * 7 + p) % 50 : (i + p) % 20));
+      }
+    }
+    WriteGzip(folder + "/" + prefix + "-images-idx3-ubyte.gz", IdxBytes({n, 28, 28}, pixels));
+    WriteGzip(folder + "/" + prefix + "-labels-idx1-ubyte.gz", IdxBytes({n}, labels));
+  };
+  std::filesystem::create_directories(folder);
+  write_split("train", train);
+  write_split("t10k", test);
+}
+
+CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {
+  int pipe_fds[2];
+  if (::pipe(pipe_fds) != 0) throw std::runtime_error("pipe failed");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
+  posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  for (const auto& e : extra_env) env_strings.push_back(e);
+  std::vector<char*> env_ptrs, arg_ptrs;
+  for (auto& e : env_strings) env_ptrs.push_back(e.data());
+  env_ptrs.push_back(nullptr);
+  std::vector<std::string> args = argv;
+  for (auto& a : args) arg_ptrs.push_back(a.data());
+  arg_ptrs.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, args[0].c_str(), &actions, nullptr, arg_ptrs.data(), env_ptrs.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(pipe_fds[1]);
+  if (rc != 0) {
+    ::close(pipe_fds[0]);
+    throw std::runtime_error("cannot start " + args[0]);
+  }
+  CommandResult result;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = ::read(pipe_fds[0], buffer, sizeof(buffer))) > 0) result.output.append(buffer, static_cast<size_t>(n));
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+}  // namespace mgpu::testing

@@ -1,0 +1,44 @@
+// Helpers shared by mgpu's tests: temporary folders, fixture files, running the binaries.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace mgpu::testing {
+
+// A fresh folder under the system temp dir, removed when the object goes out of scope.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+void WriteBytes(const std::string& path, const std::string& bytes);
+void WriteGzip(const std::string& path, const std::string& bytes);
+
+// An IDX file body: magic 00 00 08 <rank>, big-endian dims, then the data bytes.
+std::string IdxBytes(const std::vector<int64_t>& dims, const std::string& data);
+
+// Writes a small MNIST-like data set (train/t10k images and labels, gzip) into `folder`:
+// `train` and `test` samples of 28×28 pixels whose class is readable from the image.
+void WriteTinyMnistLike(const std::string& folder, int train, int test);
+
+struct CommandResult {
+  int exit_code = -1;   // the process's exit status, or 128 + signal
+  std::string output;   // stdout and stderr together
+};
+
+// Runs `argv` with the given extra environment ("NAME=value"), capturing its output.
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         const std::vector<std::string>& extra_env = {});
+
+std::string ReadText(const std::string& path);
+
+}  // namespace mgpu::testing

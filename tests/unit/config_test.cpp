@@ -1,0 +1,119 @@
+// Specification of mgpu-worker's configuration: defaults < YAML file < flags; aliases;
+// every bad key or value is a BadInputError that names it.
+#include <gtest/gtest.h>
+
+#include "common/status.h"
+#include "tests/support/test_support.h"
+#include "worker/train_config.h"
+
+namespace mgpu {
+namespace {
+
+using testing::TempDir;
+using testing::WriteBytes;
+
+TEST(TrainConfig, YamlFileSetsOptionsByNameOrAlias) {
+  TempDir dir;
+  WriteBytes(dir / "c.yaml", "model: lenet\nbatch_size: 32\nnum-workers: 4\nlr: 0.01\noptimizer: sgd\n");
+  TrainConfig config;
+  ApplyYamlFile(config, dir / "c.yaml");
+  EXPECT_EQ(config.batch_size, 32);
+  EXPECT_EQ(config.num_workers, 4);
+  EXPECT_DOUBLE_EQ(config.lr, 0.01);
+  EXPECT_EQ(config.optimizer, "sgd");
+}
+
+TEST(TrainConfig, UnknownYamlKeyIsAnErrorNamingKeyLineAndSuggestion) {
+  TempDir dir;
+  WriteBytes(dir / "c.yaml", "epochs: 2\nbatch-sise: 32\n");
+  TrainConfig config;
+  try {
+    ApplyYamlFile(config, dir / "c.yaml");
+    FAIL() << "expected BadInputError";
+  } catch (const BadInputError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("c.yaml:2"), std::string::npos) << message;
+    EXPECT_NE(message.find("unknown key 'batch-sise'"), std::string::npos) << message;
+    EXPECT_NE(message.find("did you mean 'batch-size'"), std::string::npos) << message;
+  }
+}
+
+TEST(TrainConfig, BadValueNamesKeyAndAcceptedValues) {
+  TempDir dir;
+  WriteBytes(dir / "c.yaml", "optimizer: rmsprop\n");
+  TrainConfig config;
+  try {
+    ApplyYamlFile(config, dir / "c.yaml");
+    FAIL() << "expected BadInputError";
+  } catch (const BadInputError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("key 'optimizer'"), std::string::npos) << message;
+    EXPECT_NE(message.find("sgd, adam"), std::string::npos) << message;
+  }
+}
+
+TEST(TrainConfig, NonScalarAndMalformedYamlAreErrors) {
+  TempDir dir;
+  WriteBytes(dir / "list.yaml", "epochs: [1, 2]\n");
+  WriteBytes(dir / "broken.yaml", "epochs: 1\n  batch-size: : 3\n");
+  WriteBytes(dir / "scalar.yaml", "just a string\n");
+  TrainConfig config;
+  EXPECT_THROW(ApplyYamlFile(config, dir / "list.yaml"), BadInputError);
+  EXPECT_THROW(ApplyYamlFile(config, dir / "broken.yaml"), BadInputError);
+  EXPECT_THROW(ApplyYamlFile(config, dir / "scalar.yaml"), BadInputError);
+  EXPECT_THROW(ApplyYamlFile(config, dir / "missing.yaml"), BadInputError);
+}
+
+TEST(TrainConfig, NumbersAreCheckedForTypeAndRange) {
+  TrainConfig config;
+  const OptionSpec* batch = FindTrainOption("batch-size");
+  ASSERT_NE(batch, nullptr);
+  EXPECT_THROW(batch->set(config, "abc"), BadInputError);
+  EXPECT_THROW(batch->set(config, "0"), BadInputError);
+  EXPECT_THROW(batch->set(config, "12x"), BadInputError);
+  EXPECT_THROW(FindTrainOption("lr")->set(config, "-1"), BadInputError);
+  EXPECT_THROW(FindTrainOption("lr")->set(config, "nan"), BadInputError);
+  batch->set(config, "128");
+  EXPECT_EQ(config.batch_size, 128);
+}
+
+TEST(TrainConfig, SeedStyleSpellingsAreAliases) {
+  TrainConfig config;
+  EXPECT_EQ(FindTrainOption("batch_size"), FindTrainOption("batch-size"));
+  EXPECT_EQ(FindTrainOption("num_workers"), FindTrainOption("num-workers"));
+  FindTrainOption("mode")->set(config, "base");
+  EXPECT_EQ(config.mode, "single");
+  EXPECT_EQ(FindTrainOption("no-such-option"), nullptr);
+}
+
+TEST(TrainConfig, EffectiveConfigRoundTripsThroughYaml) {
+  TrainConfig config;
+  config.batch_size = 17;
+  config.lr = 0.125;
+  config.optimizer = "sgd";
+  config.data_dir = "/some/where";
+  TempDir dir;
+  WriteBytes(dir / "effective.yaml", ConfigToYaml(config));
+  TrainConfig reloaded;
+  ApplyYamlFile(reloaded, dir / "effective.yaml");
+  EXPECT_EQ(ConfigToYaml(reloaded), ConfigToYaml(config));
+  EXPECT_EQ(reloaded.batch_size, 17);
+  EXPECT_EQ(reloaded.data_dir, "/some/where");
+}
+
+TEST(TrainConfig, ValidationRejectsBadDevicesAndMisplacedMomentum) {
+  TrainConfig config;
+  config.device = "gpu";
+  EXPECT_THROW(ValidateConfig(config), BadInputError);
+  config.device = "cuda:x";
+  EXPECT_THROW(ValidateConfig(config), BadInputError);
+  config.device = "cuda:1";
+  EXPECT_NO_THROW(ValidateConfig(config));
+  config.device = "cpu";
+  config.optimizer = "adam";
+  config.momentum = 0.5;
+  EXPECT_THROW(ValidateConfig(config), BadInputError);
+}
+
+}  // namespace
+}  // namespace mgpu

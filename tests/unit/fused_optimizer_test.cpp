@@ -1,0 +1,142 @@
+// Specification of the fused optimizers: the same trajectory as LibTorch's reference
+// optimizers (torch.optim's rules), and the GradScaler contract (unscale, skip on inf).
+#include <gtest/gtest.h>
+
+#include "common/status.h"
+#include "optim/fused_optimizer.h"
+
+namespace mgpu {
+namespace {
+
+std::vector<torch::Tensor> MakeParameters(uint64_t seed) {
+  torch::manual_seed(seed);
+  return {torch::randn({4, 3}).requires_grad_(), torch::randn({3}).requires_grad_(), torch::randn({2, 2, 2}).requires_grad_()};
+}
+
+std::vector<torch::Tensor> Clone(const std::vector<torch::Tensor>& params) {
+  std::vector<torch::Tensor> copies;
+  for (const auto& p : params) copies.push_back(p.detach().clone().requires_grad_());
+  return copies;
+}
+
+// Sets the same pseudo-random gradient on both parameter lists for step `step`.
+void SetGradients(std::vector<torch::Tensor>& a, std::vector<torch::Tensor>& b, int step) {
+  for (size_t i = 0; i < a.size(); ++i) {
+    torch::manual_seed(1000 + 10 * step + static_cast<int>(i));
+    torch::Tensor g = torch::randn_like(a[i]);
+    a[i].mutable_grad() = g.clone();
+    b[i].mutable_grad() = g.clone();
+  }
+}
+
+double MaxDifference(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
+  return worst;
+}
+
+template <typename Reference>
+void ExpectSameTrajectory(const OptimizerOptions& options, Reference make_reference) {
+  std::vector<torch::Tensor> fused_params = MakeParameters(3), reference_params = Clone(fused_params);
+  FusedOptimizer fused(fused_params, options);
+  auto reference = make_reference(reference_params);
+  for (int step = 0; step < 6; ++step) {
+    SetGradients(fused_params, reference_params, step);
+    fused.Step();
+    reference.step();
+  }
+  EXPECT_LT(MaxDifference(fused_params, reference_params), 1e-6) << options.kind;
+}
+
+TEST(FusedOptimizer, AdamMatchesTheReference) {
+  OptimizerOptions o;
+  o.kind = "adam";
+  o.lr = 0.01;
+  o.weight_decay = 0.1;
+  ExpectSameTrajectory(o, [&](std::vector<torch::Tensor> p) {
+    return torch::optim::Adam(p, torch::optim::AdamOptions(0.01).weight_decay(0.1));
+  });
+}
+
+TEST(FusedOptimizer, AdamWMatchesTheReference) {
+  OptimizerOptions o;
+  o.kind = "adamw";
+  o.lr = 0.01;
+  o.weight_decay = 0.05;
+  ExpectSameTrajectory(o, [&](std::vector<torch::Tensor> p) {
+    return torch::optim::AdamW(p, torch::optim::AdamWOptions(0.01).weight_decay(0.05));
+  });
+}
+
+TEST(FusedOptimizer, SgdWithNesterovMomentumMatchesTheReference) {
+  OptimizerOptions o;
+  o.kind = "sgd";
+  o.lr = 0.1;
+  o.momentum = 0.9;
+  o.nesterov = true;
+  o.weight_decay = 1e-3;
+  ExpectSameTrajectory(o, [&](std::vector<torch::Tensor> p) {
+    return torch::optim::SGD(p, torch::optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(1e-3));
+  });
+}
+
+TEST(FusedOptimizer, PlainSgdMatchesTheReference) {
+  OptimizerOptions o;
+  o.kind = "sgd";
+  o.lr = 0.05;
+  ExpectSameTrajectory(o, [&](std::vector<torch::Tensor> p) { return torch::optim::SGD(p, torch::optim::SGDOptions(0.05)); });
+}
+
+TEST(FusedOptimizer, UnscalesGradientsAndSkipsTheStepOnInf) {
+  OptimizerOptions o;
+  o.kind = "adam";
+  std::vector<torch::Tensor> scaled = MakeParameters(5), plain = Clone(scaled);
+  FusedOptimizer with_scale(scaled, o), without(plain, o);
+  SetGradients(scaled, plain, 0);
+  for (auto& p : scaled) p.mutable_grad().mul_(1024);
+  with_scale.Step(torch::full({}, 1024.0f), torch::zeros({}));
+  without.Step();
+  EXPECT_LT(MaxDifference(scaled, plain), 1e-6);
+
+  const std::vector<torch::Tensor> before = Clone(scaled);
+  SetGradients(scaled, plain, 1);
+  with_scale.Step(torch::full({}, 1024.0f), torch::ones({}));
+  EXPECT_EQ(MaxDifference(scaled, before), 0.0) << "found_inf skips the update";
+  EXPECT_EQ(with_scale.StateTensors()[0].item<float>(), 1.0f) << "and does not count the step";
+}
+
+TEST(FusedOptimizer, ZeroGradClearsAndParametersWithoutGradientsAreLeftAlone) {
+  std::vector<torch::Tensor> params = MakeParameters(7);
+  const torch::Tensor untouched = params[1].detach().clone();
+  FusedOptimizer optimizer(params, OptimizerOptions{});
+  params[0].mutable_grad() = torch::ones_like(params[0]);
+  optimizer.Step();
+  EXPECT_TRUE(torch::equal(params[1], untouched));
+  optimizer.ZeroGrad();
+  EXPECT_FALSE(params[0].grad().defined());
+}
+
+TEST(FusedOptimizer, StateRoundTripsAndMismatchesAreRejected) {
+  std::vector<torch::Tensor> a = MakeParameters(9), b = Clone(a);
+  FusedOptimizer first(a, OptimizerOptions{}), second(b, OptimizerOptions{});
+  SetGradients(a, b, 0);
+  first.Step();
+  second.Step();
+  FusedOptimizer restored(Clone(a), OptimizerOptions{});
+  restored.LoadStateTensors(first.StateTensors());
+  EXPECT_EQ(restored.StateTensors()[0].item<float>(), 1.0f);
+  EXPECT_THROW(restored.LoadStateTensors({}), BadInputError);
+}
+
+TEST(FusedOptimizer, RejectsUnknownKindsAndNesterovWithoutMomentum) {
+  OptimizerOptions bad;
+  bad.kind = "rmsprop";
+  EXPECT_THROW(FusedOptimizer(MakeParameters(1), bad), BadInputError);
+  OptimizerOptions nesterov;
+  nesterov.kind = "sgd";
+  nesterov.nesterov = true;
+  EXPECT_THROW(FusedOptimizer(MakeParameters(1), nesterov), BadInputError);
+}
+
+}  // namespace
+}  // namespace mgpu

@@ -1,0 +1,64 @@
+#include "worker/progress.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+namespace mgpu {
+namespace {
+
+double Now() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+constexpr int kBarWidth = 30;
+constexpr double kRedrawSeconds = 0.1;
+
+}  // namespace
+
+Progress::Progress(const std::string& mode, int rank, spdlog::logger& log)
+    : enabled_(rank == 0),
+      bar_(mode == "bar" || (mode == "auto" && ::isatty(STDERR_FILENO) == 1)),
+      log_(log) {}
+
+void Progress::StartEpoch(int64_t epoch, int64_t epochs, int64_t steps_in_epoch) {
+  epoch_ = epoch;
+  epochs_ = epochs;
+  steps_ = steps_in_epoch;
+  next_line_at_ = (steps_ + 9) / 10;
+  started_ = Now();
+  last_draw_ = 0;
+}
+
+void Progress::Update(int64_t step, double loss, double images_per_second) {
+  if (!enabled_) return;
+  const double now = Now();
+  const double fraction = steps_ > 0 ? static_cast<double>(step) / static_cast<double>(steps_) : 1;
+  const double eta = fraction > 0 ? (now - started_) * (1 - fraction) / fraction : 0;
+  if (bar_) {
+    if (now - last_draw_ < kRedrawSeconds && step < steps_) return;
+    last_draw_ = now;
+    const int filled = static_cast<int>(fraction * kBarWidth);
+    std::fprintf(stderr, "\r\033[Kepoch %lld/%lld [%s%s] %lld/%lld loss %.4f %.0f img/s ETA %.0fs",
+                 static_cast<long long>(epoch_ + 1), static_cast<long long>(epochs_),
+                 std::string(static_cast<size_t>(filled), '#').c_str(),
+                 std::string(static_cast<size_t>(kBarWidth - filled), ' ').c_str(),
+                 static_cast<long long>(step), static_cast<long long>(steps_), loss,
+                 images_per_second, eta);
+    std::fflush(stderr);
+  } else if (step >= next_line_at_ && step < steps_) {
+    next_line_at_ += (steps_ + 9) / 10;
+    log_.info("epoch {}/{} step {}/{} loss {:.4f} {:.0f} img/s ETA {:.0f}s", epoch_ + 1, epochs_,
+              step, steps_, loss, images_per_second, eta);
+  }
+}
+
+void Progress::EndEpoch() {
+  if (enabled_ && bar_) std::fputs("\r\033[K", stderr);
+}
+
+}  // namespace mgpu

@@ -1,0 +1,53 @@
+// Everything a run writes into its output folder (../shared/CONTRACT.md):
+//   config.yaml, logs/rank-K.log, metrics.csv, events.out.tfevents.*, summary.json.
+// Rank 0 writes the shared files; every rank writes its own log. summary.json is written
+// atomically, on success and on failure alike, so a crashed run still says why.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/logger.h>
+
+#include "report/csv_writer.h"
+#include "report/tensorboard_writer.h"
+
+namespace mgpu {
+
+struct StepMetrics {
+  int64_t step = 0;
+  int64_t epoch = 0;
+  double loss = 0;
+  double lr = 0;
+  double loss_scale = 1;
+  double step_seconds = 0;       // mean wall time per optimizer step since the previous row
+  double data_wait_seconds = 0;  // of which waiting for batches, per step
+  double images_per_second = 0;
+};
+
+class RunOutputs {
+ public:
+  // Creates `folder` (and logs/) and the rank's log. Rank 0 also opens metrics.csv and the
+  // TensorBoard file. Throws mgpu::Error if the folder cannot be written.
+  RunOutputs(const std::string& folder, int rank);
+
+  const std::string& folder() const { return folder_; }
+  spdlog::logger& log() { return *logger_; }
+  bool writes_shared_files() const { return rank_ == 0; }
+
+  void WriteConfig(const std::string& yaml);
+  void AppendStep(const StepMetrics& metrics);
+  void AddScalar(const std::string& tag, double value, int64_t step);
+  void WriteSummary(const nlohmann::json& summary);
+
+ private:
+  std::string folder_;
+  int rank_;
+  std::shared_ptr<spdlog::logger> logger_;
+  std::unique_ptr<CsvWriter> metrics_;
+  std::unique_ptr<TensorBoardWriter> events_;
+};
+
+}  // namespace mgpu

@@ -1,0 +1,286 @@
+#include "worker/train_config.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "common/status.h"
+
+namespace mgpu {
+namespace {
+
+std::string Canonical(std::string key) {
+  std::replace(key.begin(), key.end(), '_', '-');
+  std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return std::tolower(c); });
+  return key;
+}
+
+// With min_value -1, "auto" stands for -1 (the value is then taken from the environment).
+int64_t ParseInt(const std::string& text, int64_t min_value) {
+  if (min_value == -1 && text == "auto") return -1;
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || errno != 0 || *end != '\0') {
+    throw BadInputError(fmt::format("'{}' is not an integer", text));
+  }
+  if (value < min_value) throw BadInputError(fmt::format("{} is below the minimum {}", value, min_value));
+  return value;
+}
+
+double ParsePositiveDouble(const std::string& text, bool allow_zero) {
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || errno != 0 || *end != '\0' || !std::isfinite(value)) {
+    throw BadInputError(fmt::format("'{}' is not a number", text));
+  }
+  if (value < 0 || (!allow_zero && value == 0)) {
+    throw BadInputError(fmt::format("{} must be {}", text, allow_zero ? ">= 0" : "> 0"));
+  }
+  return value;
+}
+
+std::string FormatDouble(double value) { return fmt::format("{}", value); }
+
+OptionSpec IntOption(std::string name, std::vector<std::string> aliases, int64_t TrainConfig::*field,
+                     int64_t min_value, std::string help) {
+  OptionSpec spec;
+  spec.name = std::move(name);
+  spec.aliases = std::move(aliases);
+  spec.help = std::move(help);
+  spec.set = [field, min_value](TrainConfig& c, const std::string& t) { c.*field = ParseInt(t, min_value); };
+  spec.get = [field, min_value](const TrainConfig& c) {
+    return min_value == -1 && c.*field == -1 ? std::string("auto") : std::to_string(c.*field);
+  };
+  return spec;
+}
+
+OptionSpec BoolOption(std::string name, bool TrainConfig::*field, std::string help) {
+  OptionSpec spec;
+  spec.name = std::move(name);
+  spec.help = std::move(help);
+  spec.choices = {"true", "false"};
+  spec.set = [field](TrainConfig& c, const std::string& t) {
+    if (t == "true" || t == "1" || t == "yes" || t == "on") {
+      c.*field = true;
+    } else if (t == "false" || t == "0" || t == "no" || t == "off") {
+      c.*field = false;
+    } else {
+      throw BadInputError(fmt::format("'{}' is not true or false", t));
+    }
+  };
+  spec.get = [field](const TrainConfig& c) { return std::string(c.*field ? "true" : "false"); };
+  return spec;
+}
+
+OptionSpec DoubleOption(std::string name, double TrainConfig::*field, bool allow_zero, std::string help) {
+  OptionSpec spec;
+  spec.name = std::move(name);
+  spec.help = std::move(help);
+  spec.set = [field, allow_zero](TrainConfig& c, const std::string& t) {
+    c.*field = ParsePositiveDouble(t, allow_zero);
+  };
+  spec.get = [field](const TrainConfig& c) { return FormatDouble(c.*field); };
+  return spec;
+}
+
+// A string option; with `choices`, also accepts `value_aliases` (alias → canonical value).
+OptionSpec StringOption(std::string name, std::vector<std::string> aliases, std::string TrainConfig::*field,
+                        std::vector<std::string> choices, std::string help,
+                        std::vector<std::pair<std::string, std::string>> value_aliases = {}) {
+  OptionSpec spec;
+  spec.name = std::move(name);
+  spec.aliases = std::move(aliases);
+  spec.help = std::move(help);
+  spec.choices = choices;
+  spec.set = [field, choices, value_aliases](TrainConfig& c, const std::string& t) {
+    std::string value = t;
+    for (const auto& [alias, canonical] : value_aliases) {
+      if (value == alias) value = canonical;
+    }
+    if (!choices.empty() && std::find(choices.begin(), choices.end(), value) == choices.end()) {
+      throw BadInputError(fmt::format("'{}' is not one of: {}", t, fmt::join(choices, ", ")));
+    }
+    c.*field = value;
+  };
+  spec.get = [field](const TrainConfig& c) { return c.*field; };
+  return spec;
+}
+
+std::vector<OptionSpec> BuildOptions() {
+  std::vector<OptionSpec> o;
+  o.push_back(StringOption("model", {}, &TrainConfig::model, {"lenet"}, "model architecture"));
+  o.push_back(StringOption("dataset", {}, &TrainConfig::dataset, {"fashion-mnist", "mnist"},
+                           "data set"));
+  o.push_back(StringOption("data-dir", {"data_dir"}, &TrainConfig::data_dir, {},
+                           "folder with the data set's files (default: the data set's standard folder)"));
+  o.push_back(IntOption("num-workers", {"num_workers"}, &TrainConfig::num_workers, 0,
+                        "loader threads (0: batches are built on the training thread)"));
+  o.push_back(IntOption("epochs", {}, &TrainConfig::epochs, 1, "passes over the training set"));
+  o.push_back(IntOption("max-steps", {"max_steps"}, &TrainConfig::max_steps, 0,
+                        "stop after this many optimizer steps (0: no limit)"));
+  o.push_back(IntOption("batch-size", {"batch_size"}, &TrainConfig::batch_size, 1,
+                        "global batch size (split across ranks in DDP)"));
+  o.push_back(DoubleOption("lr", &TrainConfig::lr, false, "learning rate"));
+  o.push_back(StringOption("optimizer", {}, &TrainConfig::optimizer, {"sgd", "adam", "adamw"},
+                           "optimizer (fused multi-tensor kernels)"));
+  o.push_back(DoubleOption("momentum", &TrainConfig::momentum, true, "SGD momentum"));
+  o.push_back(BoolOption("nesterov", &TrainConfig::nesterov, "Nesterov momentum (SGD)"));
+  o.push_back(DoubleOption("weight-decay", &TrainConfig::weight_decay, true, "L2 weight decay"));
+  o.back().aliases = {"weight_decay"};
+  o.push_back(StringOption("scheduler", {}, &TrainConfig::scheduler, {"none"},
+                           "learning-rate schedule"));
+  {
+    OptionSpec seed;
+    seed.name = "seed";
+    seed.help = "random seed (model initialization and shuffling)";
+    seed.set = [](TrainConfig& c, const std::string& t) { c.seed = static_cast<uint64_t>(ParseInt(t, 0)); };
+    seed.get = [](const TrainConfig& c) { return std::to_string(c.seed); };
+    o.push_back(seed);
+  }
+  o.push_back(StringOption("mode", {}, &TrainConfig::mode, {"single"},
+                           "single: one process, one device",
+                           {{"base", "single"}, {"baseline", "single"}}));
+  o.push_back(StringOption("device", {}, &TrainConfig::device, {},
+                           "auto | cpu | cuda | cuda:K"));
+  o.push_back(StringOption("precision", {}, &TrainConfig::precision, {"fp32", "tf32"},
+                           "arithmetic precision policy"));
+  o.push_back(IntOption("threads", {}, &TrainConfig::threads, 0,
+                        "intra-op CPU threads (0: LibTorch's default)"));
+  o.push_back(IntOption("eval-batch-size", {"eval_batch_size"}, &TrainConfig::eval_batch_size, 1,
+                        "batch size for evaluation"));
+  o.push_back(IntOption("rank", {}, &TrainConfig::rank, -1, "this process's rank (auto: RANK or OMPI_COMM_WORLD_RANK)"));
+  o.push_back(IntOption("world-size", {"world_size"}, &TrainConfig::world_size, -1,
+                        "number of processes (auto: WORLD_SIZE or OMPI_COMM_WORLD_SIZE)"));
+  o.push_back(IntOption("local-rank", {"local_rank"}, &TrainConfig::local_rank, -1,
+                        "rank on this host (auto: LOCAL_RANK or OMPI_COMM_WORLD_LOCAL_RANK)"));
+  o.push_back(StringOption("out", {}, &TrainConfig::out, {},
+                           "output folder (default runs/<timestamp>-<model>-<dataset>-<mode>)"));
+  o.push_back(StringOption("name", {}, &TrainConfig::name, {}, "short label of the run for reports"));
+  o.push_back(IntOption("log-every", {"log_every"}, &TrainConfig::log_every, 1,
+                        "optimizer steps between metrics.csv rows"));
+  o.push_back(StringOption("progress", {}, &TrainConfig::progress, {"auto", "bar", "lines"},
+                           "progress display (auto: a bar on a terminal, plain lines otherwise)"));
+  return o;
+}
+
+std::string ClosestOptionName(const std::string& key) {
+  // Levenshtein distance, to suggest a fix for a typo.
+  auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      size_t diagonal = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j) {
+        const size_t above = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        diagonal = above;
+      }
+    }
+    return row[b.size()];
+  };
+  std::string best;
+  size_t best_distance = 3;  // suggest only close matches
+  for (const auto& spec : TrainOptions()) {
+    const size_t d = distance(Canonical(key), spec.name);
+    if (d < best_distance) {
+      best_distance = d;
+      best = spec.name;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+const std::vector<OptionSpec>& TrainOptions() {
+  static const std::vector<OptionSpec> options = BuildOptions();
+  return options;
+}
+
+const OptionSpec* FindTrainOption(const std::string& key) {
+  const std::string wanted = Canonical(key);
+  for (const auto& spec : TrainOptions()) {
+    if (spec.name == wanted) return &spec;
+    for (const auto& alias : spec.aliases) {
+      if (Canonical(alias) == wanted) return &spec;
+    }
+  }
+  return nullptr;
+}
+
+void ApplyYamlFile(TrainConfig& config, const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    throw BadInputError(fmt::format("config file {} cannot be read; check the path", path));
+  } catch (const YAML::Exception& e) {
+    throw BadInputError(fmt::format("config file {}:{}:{}: not valid YAML: {}", path,
+                                    e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+  if (root.IsNull()) return;
+  if (!root.IsMap()) {
+    throw BadInputError(fmt::format("config file {}: expected a mapping of option names to values "
+                                    "(e.g. `batch-size: 64`)", path));
+  }
+  for (const auto& entry : root) {
+    const std::string key = entry.first.as<std::string>();
+    const int line = entry.first.Mark().line + 1;
+    const OptionSpec* spec = FindTrainOption(key);
+    if (spec == nullptr) {
+      const std::string suggestion = ClosestOptionName(key);
+      throw BadInputError(fmt::format(
+          "config file {}:{}: unknown key '{}'{}; run `mgpu-worker --help` for the list of options",
+          path, line, key, suggestion.empty() ? "" : "; did you mean '" + suggestion + "'?"));
+    }
+    if (!entry.second.IsScalar()) {
+      throw BadInputError(fmt::format("config file {}:{}: key '{}' needs a single value, not a "
+                                      "list or mapping", path, line, key));
+    }
+    try {
+      spec->set(config, entry.second.Scalar());
+    } catch (const BadInputError& e) {
+      throw BadInputError(fmt::format("config file {}:{}: key '{}': {}", path, line, key, e.what()));
+    }
+  }
+}
+
+void ValidateConfig(const TrainConfig& config) {
+  if (config.device != "auto" && config.device != "cpu" && config.device != "cuda" &&
+      config.device.rfind("cuda:", 0) != 0) {
+    throw BadInputError(fmt::format("--device '{}' is not one of: auto, cpu, cuda, cuda:K",
+                                    config.device));
+  }
+  if (config.device.rfind("cuda:", 0) == 0) {
+    const std::string index = config.device.substr(5);
+    if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos) {
+      throw BadInputError(fmt::format("--device '{}': the device index after 'cuda:' must be a "
+                                      "number, e.g. cuda:0", config.device));
+    }
+  }
+  if (config.optimizer != "sgd" && (config.momentum != 0 || config.nesterov)) {
+    throw BadInputError(fmt::format("--momentum and --nesterov apply to --optimizer sgd only, not '{}'",
+                                    config.optimizer));
+  }
+  if (config.nesterov && config.momentum <= 0) {
+    throw BadInputError("--nesterov needs --momentum > 0");
+  }
+}
+
+std::string ConfigToYaml(const TrainConfig& config) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  for (const auto& spec : TrainOptions()) out << YAML::Key << spec.name << YAML::Value << spec.get(config);
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace mgpu

@@ -1,0 +1,83 @@
+// The effective configuration of one training process, and the single table of options that
+// the command line, YAML config files, config.yaml output and the start-up table all use.
+//
+// Precedence: built-in defaults < the YAML file given by --config < command-line flags.
+// Every option has a kebab-case name (`batch-size`); seed-style spellings (`batch_size`) are
+// accepted as aliases in both flags and YAML. Unknown keys and bad values are BadInputError
+// (exit 2) naming the key or flag, the value, and what is accepted.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace mgpu {
+
+struct TrainConfig {
+  std::string config_file;  // the YAML file the values came from, if any
+
+  // Model and data.
+  std::string model = "lenet";
+  std::string dataset = "fashion-mnist";
+  std::string data_dir;     // empty: the data set's default folder
+  int64_t num_workers = 0;  // loader threads; 0 builds batches on the training thread
+
+  // Optimization.
+  int64_t epochs = 1;
+  int64_t max_steps = 0;    // stop after this many optimizer steps; 0: no limit
+  int64_t batch_size = 32;  // global batch (the classic MNIST experiment's)
+  double lr = 1e-3;
+  std::string optimizer = "adam";
+  double momentum = 0.0;    // SGD only
+  bool nesterov = false;    // SGD only
+  double weight_decay = 0.0;
+  std::string scheduler = "none";
+  uint64_t seed = 42;
+
+  // Execution.
+  std::string mode = "single";
+  std::string device = "auto";  // auto: cuda if available, else cpu
+  std::string precision = "fp32";
+  int64_t threads = 0;          // intra-op CPU threads; 0: LibTorch's default
+  int64_t eval_batch_size = 1000;
+
+  // Distributed identity (flags override torchrun's and Open MPI's environment).
+  int64_t rank = -1;
+  int64_t world_size = -1;
+  int64_t local_rank = -1;
+
+  // Outputs.
+  std::string out;          // empty: runs/<timestamp>-<model>-<dataset>-<mode>
+  std::string name;         // short label for reports; empty: derived
+  int64_t log_every = 50;   // optimizer steps between metrics.csv rows
+  std::string progress = "auto";  // auto: a bar on a terminal, plain lines otherwise
+};
+
+struct OptionSpec {
+  std::string name;                  // kebab-case, e.g. "batch-size"
+  std::vector<std::string> aliases;  // e.g. "batch_size"
+  std::string help;
+  std::vector<std::string> choices;  // empty: any value of the option's type
+  // Parses and stores `text`; throws BadInputError("<why>") without naming the source, which
+  // the caller prefixes ("--batch-size", "config.yaml:3 key 'batch-size'").
+  std::function<void(TrainConfig&, const std::string& text)> set;
+  std::function<std::string(const TrainConfig&)> get;
+};
+
+// All options, in the order of the start-up table and config.yaml.
+const std::vector<OptionSpec>& TrainOptions();
+// The option with this name or alias (dashes and underscores equivalent), or nullptr.
+const OptionSpec* FindTrainOption(const std::string& key);
+
+// Applies a YAML file (a mapping of option names to scalars). Throws BadInputError naming the
+// file, line and key for unknown keys, non-scalar values and bad values.
+void ApplyYamlFile(TrainConfig& config, const std::string& path);
+
+// Checks relations between options (e.g. device availability is checked later, at start-up).
+void ValidateConfig(const TrainConfig& config);
+
+// The effective configuration as YAML (every option, canonical names).
+std::string ConfigToYaml(const TrainConfig& config);
+
+}  // namespace mgpu

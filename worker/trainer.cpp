@@ -1,0 +1,332 @@
+#include "worker/trainer.h"
+
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#ifdef MGPU_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+#include "amp/precision.h"
+#include "common/files.h"
+#include "common/status.h"
+#include "data/batch_loader.h"
+#include "data/image_dataset.h"
+#include "ddp/distributed_sampler.h"
+#include "models/model_factory.h"
+#include "optim/fused_optimizer.h"
+#include "worker/progress.h"
+
+namespace mgpu {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+torch::Device ResolveDevice(const std::string& requested) {
+  if (requested == "cpu") return torch::kCPU;
+  const bool have_cuda = torch::cuda::is_available();
+  if (requested == "auto") return have_cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  if (!have_cuda) {
+    throw BadInputError(fmt::format("--device {}: no CUDA device is visible to this process "
+                                    "(check CUDA_VISIBLE_DEVICES and the driver), or use --device cpu",
+                                    requested));
+  }
+  const int index = requested == "cuda" ? 0 : std::stoi(requested.substr(5));
+  const int count = static_cast<int>(torch::cuda::device_count());
+  if (index >= count) {
+    throw BadInputError(fmt::format("--device {}: only {} CUDA device(s) are visible (cuda:0 to "
+                                    "cuda:{})", requested, count, count - 1));
+  }
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+FusedOptimizer MakeOptimizer(const TrainConfig& config, std::vector<torch::Tensor> parameters) {
+  OptimizerOptions options;
+  options.kind = config.optimizer;
+  options.lr = config.lr;
+  options.momentum = config.momentum;
+  options.nesterov = config.nesterov;
+  options.weight_decay = config.weight_decay;
+  return FusedOptimizer(std::move(parameters), options);
+}
+
+// Sum over all parameters of the sum of absolute values, in double precision.
+double ParamChecksum(Classifier& model) {
+  torch::NoGradGuard no_grad;
+  double total = 0;
+  for (const auto& p : model.parameters()) total += p.detach().to(torch::kDouble).abs().sum().item<double>();
+  return total;
+}
+
+long long PeakMemoryBytes(const torch::Device& device) {
+#ifdef MGPU_WITH_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+  }
+#endif
+  return PeakRssBytes();
+}
+
+struct Evaluation {
+  double loss = 0;
+  double accuracy = 0;                   // percent
+  std::vector<double> per_class_accuracy;  // percent
+};
+
+Evaluation Evaluate(Classifier& model, const ImageDataset& test, int64_t batch_size,
+                    const torch::Device& device) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  BatchLoader loader(test, LoaderOptions{batch_size, 0, 2, device.is_cuda()});
+  std::vector<int64_t> order(static_cast<size_t>(test.size()));
+  for (int64_t i = 0; i < test.size(); ++i) order[static_cast<size_t>(i)] = i;
+  loader.StartEpoch(std::move(order));
+  const int64_t classes = test.num_classes();
+  auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
+  auto correct = torch::zeros({classes}, torch::TensorOptions().dtype(torch::kLong).device(device));
+  auto seen = torch::zeros({classes}, torch::TensorOptions().dtype(torch::kLong).device(device));
+  while (auto batch = loader.Next()) {
+    auto images = batch->images.to(device, /*non_blocking=*/true);  // (B, C, H, W)
+    auto labels = batch->labels.to(device, /*non_blocking=*/true);  // (B)
+    auto logits = model.forward(images);                              // (B, classes)
+    loss_sum += torch::nn::functional::cross_entropy(
+                    logits.to(torch::kFloat), labels,
+                    torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                    .to(torch::kDouble);
+    auto hits = logits.argmax(1).eq(labels);
+    seen += torch::bincount(labels, {}, classes);
+    correct += torch::bincount(labels.masked_select(hits), {}, classes);
+  }
+  model.train();
+  auto correct_cpu = correct.cpu(), seen_cpu = seen.cpu();
+  Evaluation result;
+  const double n = static_cast<double>(test.size());
+  result.loss = loss_sum.item<double>() / n;
+  result.accuracy = 100.0 * static_cast<double>(correct_cpu.sum().item<int64_t>()) / n;
+  for (int64_t c = 0; c < classes; ++c) {
+    const auto s = seen_cpu[c].item<int64_t>();
+    result.per_class_accuracy.push_back(s > 0 ? 100.0 * static_cast<double>(correct_cpu[c].item<int64_t>()) / static_cast<double>(s) : 0.0);
+  }
+  return result;
+}
+
+std::string DeviceName(const torch::Device& device) {
+  return device.is_cuda() ? fmt::format("cuda:{}", device.index()) : "cpu";
+}
+
+// The start-up table: every effective option plus what was derived from them.
+void LogStartupTable(spdlog::logger& log, const TrainConfig& config,
+                     const std::vector<std::pair<std::string, std::string>>& derived) {
+  size_t width = 0;
+  for (const auto& spec : TrainOptions()) width = std::max(width, spec.name.size());
+  for (const auto& [key, value] : derived) width = std::max(width, key.size());
+  const std::string rule(width + 40, '-');
+  log.info("{}", rule);
+  for (const auto& spec : TrainOptions()) log.info("{:<{}} | {}", spec.name, width, spec.get(config));
+  log.info("{}", rule);
+  for (const auto& [key, value] : derived) log.info("{:<{}} | {}", key, width, value);
+  log.info("{}", rule);
+}
+
+}  // namespace
+
+nlohmann::json SummaryFromConfig(const TrainConfig& config, const WorldInfo& world) {
+  return {
+      {"model", config.model},
+      {"dataset", config.dataset},
+      {"mode", config.mode},
+      {"backend", "none"},
+      {"world_size", world.world_size},
+      {"devices", nlohmann::json::array()},
+      {"precision", config.precision},
+      {"loss_scale_mode", "none"},
+      {"batch_size", config.batch_size},
+      {"num_workers", config.num_workers},
+      {"epochs", config.epochs},
+      {"max_steps", config.max_steps},
+      {"lr", config.lr},
+      {"optimizer", config.optimizer},
+      {"seed", config.seed},
+      {"name", config.name},
+      {"status", "failed"},
+      {"error", ""},
+      {"total_seconds", 0.0},
+      {"test_accuracy", nullptr},
+      {"test_loss", nullptr},
+      {"per_class_accuracy", nlohmann::json::array()},
+      {"peak_memory_bytes", nlohmann::json::array()},
+      {"skipped_steps", 0},
+      {"final_loss_scale", 1.0},
+      {"param_checksum", nullptr},
+      {"epochs_detail", nlohmann::json::array()},
+      {"rendezvous_source", world.source},
+  };
+}
+
+void Train(const TrainConfig& config, const WorldInfo& world, RunOutputs& outputs,
+           nlohmann::json& summary) {
+  const auto run_start = Clock::now();
+  spdlog::logger& log = outputs.log();
+  if (world.world_size != 1) {
+    throw BadInputError(fmt::format("--mode single runs one process, but the world size is {} "
+                                    "(from {}); unset the rank variables or pass --world-size 1",
+                                    world.world_size, world.source));
+  }
+  if (config.threads > 0) torch::set_num_threads(static_cast<int>(config.threads));
+  const Precision precision = ParsePrecision(config.precision);
+  ApplyPrecisionMathMode(precision);
+  const torch::Device device = ResolveDevice(config.device);
+  summary["devices"] = {DeviceName(device)};
+  torch::manual_seed(config.seed);
+
+  // Data.
+  const std::string data_dir = config.data_dir.empty() ? DefaultDataDir(config.dataset) : config.data_dir;
+  const auto load_start = Clock::now();
+  const TrainTestSplit data = LoadMnistLike(config.dataset, data_dir);
+  const double load_seconds = SecondsSince(load_start);
+  summary["class_names"] = data.train.class_names;
+
+  // Model and optimizer.
+  auto model = MakeModel(config.model, ModelShape{data.train.channels(), data.train.num_classes(),
+                                                  data.train.height(), data.train.width()});
+  model->to(device);
+  model->train();
+  FusedOptimizer optimizer = MakeOptimizer(config, model->parameters());
+  summary["parameters"] = CountParameters(*model);
+
+  DistributedSampler sampler(data.train.size(), world.rank, world.world_size, /*shuffle=*/true, config.seed);
+  BatchLoader loader(data.train, LoaderOptions{config.batch_size, static_cast<int>(config.num_workers), 2,
+                                               device.is_cuda()});
+  const int64_t steps_per_epoch = (sampler.shard_size() + config.batch_size - 1) / config.batch_size;
+
+  LogStartupTable(log, config,
+                  {{"rank / world", fmt::format("{} / {} ({})", world.rank, world.world_size, world.source)},
+                   {"device", DeviceName(device)},
+                   {"intra-op threads", std::to_string(torch::get_num_threads())},
+                   {"data", fmt::format("{} train + {} test images {}x{}x{} from {} ({:.2f} s)",
+                                        data.train.size(), data.test.size(), data.train.channels(),
+                                        data.train.height(), data.train.width(), data.folder, load_seconds)},
+                   {"model", fmt::format("{} ({} parameters)", config.model, CountParameters(*model))},
+                   {"steps per epoch", std::to_string(steps_per_epoch)},
+                   {"output", outputs.folder()},
+                   {"libtorch", TORCH_VERSION}});
+
+  Progress progress(config.progress, world.rank, log);
+  int64_t step = 0;
+  bool stop = false;
+  double last_loss = std::nan("");
+  for (int64_t epoch = 0; epoch < config.epochs && !stop; ++epoch) {
+    const auto epoch_start = Clock::now();
+    loader.StartEpoch(sampler.EpochIndices(epoch));
+    progress.StartEpoch(epoch, config.epochs, steps_per_epoch);
+    double data_wait = 0;
+    int64_t images_seen = 0, epoch_steps = 0;
+    auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
+    // Per metrics row: wall time and data wait accumulated since the previous row.
+    auto window_start = Clock::now();
+    double window_wait = 0;
+    int64_t window_steps = 0, window_images = 0;
+
+    while (true) {
+      const auto wait_start = Clock::now();
+      std::optional<Batch> batch = loader.Next();
+      const double waited = SecondsSince(wait_start);
+      if (!batch) break;
+      data_wait += waited;
+      window_wait += waited;
+
+      auto images = batch->images.to(device, /*non_blocking=*/true);  // (B, C, H, W)
+      auto labels = batch->labels.to(device, /*non_blocking=*/true);  // (B)
+      optimizer.ZeroGrad();
+      auto logits = model->forward(images);                             // (B, classes)
+      auto loss = torch::nn::functional::cross_entropy(logits, labels);  // ()
+      loss.backward();
+      optimizer.Step();
+
+      const int64_t batch_images = images.size(0);
+      loss_sum.add_(loss.detach(), static_cast<double>(batch_images));
+      images_seen += batch_images;
+      ++step;
+      ++epoch_steps;
+      ++window_steps;
+      window_images += batch_images;
+
+      if (step % config.log_every == 0 || epoch_steps == steps_per_epoch) {
+        last_loss = loss.item<double>();  // synchronizes with the device: only at log points
+        const double window_seconds = SecondsSince(window_start);
+        StepMetrics row;
+        row.step = step;
+        row.epoch = epoch;
+        row.loss = last_loss;
+        row.lr = config.lr;
+        row.step_seconds = window_seconds / static_cast<double>(window_steps);
+        row.data_wait_seconds = window_wait / static_cast<double>(window_steps);
+        row.images_per_second = static_cast<double>(window_images) / window_seconds;
+        outputs.AppendStep(row);
+        window_start = Clock::now();
+        window_wait = 0;
+        window_steps = 0;
+        window_images = 0;
+      }
+      progress.Update(epoch_steps, last_loss,
+                      static_cast<double>(images_seen) / SecondsSince(epoch_start));
+      if (config.max_steps > 0 && step >= config.max_steps) {
+        stop = true;
+        break;
+      }
+    }
+    const double train_loss = loss_sum.item<double>() / static_cast<double>(std::max<int64_t>(images_seen, 1));
+    const double epoch_seconds = SecondsSince(epoch_start);  // item() above waited for the device
+    progress.EndEpoch();
+
+    const auto eval_start = Clock::now();
+    const Evaluation eval = Evaluate(*model, data.test, config.eval_batch_size, device);
+    const double eval_seconds = SecondsSince(eval_start);
+    if (!std::isfinite(train_loss)) {
+      throw DivergedError(fmt::format("training loss became {} in epoch {} (step {}); lower --lr",
+                                      train_loss, epoch + 1, step));
+    }
+
+    summary["epochs_detail"].push_back({
+        {"epoch", epoch},
+        {"train_loss", train_loss},
+        {"seconds", epoch_seconds},
+        {"images_per_second", static_cast<double>(images_seen) / epoch_seconds},
+        {"data_wait_seconds", data_wait},
+        {"compute_seconds", epoch_seconds - data_wait},
+        {"comm_seconds", 0.0},
+        {"steps", epoch_steps},
+        {"eval_seconds", eval_seconds},
+        {"test_loss", eval.loss},
+        {"test_accuracy", eval.accuracy},
+    });
+    summary["test_loss"] = eval.loss;
+    summary["test_accuracy"] = eval.accuracy;
+    summary["per_class_accuracy"] = eval.per_class_accuracy;
+    outputs.AddScalar("train/epoch_loss", train_loss, step);
+    outputs.AddScalar("test/loss", eval.loss, step);
+    outputs.AddScalar("test/accuracy", eval.accuracy, step);
+    log.info("epoch {}/{}: train loss {:.4f}, test loss {:.4f}, test accuracy {:.2f}%, {:.1f} s "
+             "({:.1f} s waiting for data), {:.0f} img/s",
+             epoch + 1, config.epochs, train_loss, eval.loss, eval.accuracy, epoch_seconds, data_wait,
+             static_cast<double>(images_seen) / epoch_seconds);
+  }
+
+  const double checksum = ParamChecksum(*model);
+  summary["steps"] = step;
+  summary["param_checksum"] = checksum;
+  summary["peak_memory_bytes"] = {PeakMemoryBytes(device)};
+  summary["total_seconds"] = SecondsSince(run_start);
+  summary["status"] = "ok";
+  log.info("done: {} steps in {:.1f} s, test accuracy {:.2f}%, param_checksum {:.6f}", step,
+           summary["total_seconds"].get<double>(), summary["test_accuracy"].get<double>(), checksum);
+}
+
+}  // namespace mgpu

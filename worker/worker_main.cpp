@@ -1,0 +1,149 @@
+// mgpu-worker: one training process. Runs alone, under `mgpu`, under mpirun or under torchrun.
+// Exit codes: 0 success, 2 bad input, 3 training diverged, 1 anything else.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+
+#include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+
+#include "common/files.h"
+#include "common/status.h"
+#include "ddp/world.h"
+#include "worker/run_outputs.h"
+#include "worker/train_config.h"
+#include "worker/trainer.h"
+
+namespace {
+
+using namespace mgpu;
+
+std::string DefaultOutputFolder(const TrainConfig& config) {
+  const std::string base = fmt::format("runs/{}-{}-{}-{}", TimestampForPath(), config.model,
+                                       config.dataset, config.mode);
+  std::string folder = base;
+  for (int i = 2; std::filesystem::exists(folder); ++i) folder = fmt::format("{}-{}", base, i);
+  return folder;
+}
+
+// c10::Error's what() carries a C++ backtrace; users need the message.
+Status StatusOfCurrentException() {
+  try {
+    throw;
+  } catch (const c10::Error& e) {
+    return Status::Failure(e.what_without_backtrace());
+  } catch (...) {
+    return StatusFromCurrentException();
+  }
+}
+
+struct ParsedCommandLine {
+  TrainConfig config;
+  WorldInfo world;
+};
+
+// Returns nullopt after printing help; throws BadInputError for bad flags or config files.
+std::optional<ParsedCommandLine> ParseCommandLine(int argc, char** argv, int& exit_code) {
+  CLI::App app{"mgpu-worker: one training process of an mgpu job.\n"
+               "Options can also be set in a YAML file given by --config; flags win."};
+  app.get_formatter()->column_width(32);
+  std::string config_file;
+  app.add_option("--config", config_file, "YAML file of options (keys as the flags, without --)");
+  const auto& specs = TrainOptions();
+  std::vector<std::string> values(specs.size());
+  std::vector<CLI::Option*> options;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    std::string names = "--" + specs[i].name;
+    for (const auto& alias : specs[i].aliases) names += ",--" + alias;
+    std::string help = specs[i].help;
+    if (!specs[i].choices.empty()) help += fmt::format(" ({})", fmt::join(specs[i].choices, " | "));
+    help += fmt::format(" [{}]", specs[i].get(TrainConfig{}));
+    // A repeated flag takes its last value, as with argparse.
+    options.push_back(app.add_option(names, values[i], help)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast));
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    exit_code = app.exit(e);
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    throw BadInputError(fmt::format("{}; run `mgpu-worker --help` for the options", e.what()));
+  }
+
+  ParsedCommandLine parsed;
+  if (!config_file.empty()) {
+    ApplyYamlFile(parsed.config, config_file);
+    parsed.config.config_file = config_file;
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (options[i]->count() == 0) continue;
+    try {
+      specs[i].set(parsed.config, values[i]);
+    } catch (const BadInputError& e) {
+      throw BadInputError(fmt::format("--{}: {}", specs[i].name, e.what()));
+    }
+  }
+  ValidateConfig(parsed.config);
+  WorldFlags flags;
+  flags.rank = static_cast<int>(parsed.config.rank);
+  flags.world_size = static_cast<int>(parsed.config.world_size);
+  flags.local_rank = static_cast<int>(parsed.config.local_rank);
+  parsed.world = ResolveWorld(flags, ProcessEnvironment());
+  return parsed;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::optional<ParsedCommandLine> parsed;
+  try {
+    int exit_code = 0;
+    parsed = ParseCommandLine(argc, argv, exit_code);
+    if (!parsed) return exit_code;
+  } catch (...) {
+    const Status status = StatusOfCurrentException();
+    std::fprintf(stderr, "mgpu-worker: %s\n", status.ToString().c_str());
+    return status.exit_code();
+  }
+  TrainConfig& config = parsed->config;
+  const WorldInfo& world = parsed->world;
+  if (config.out.empty()) config.out = DefaultOutputFolder(config);
+  if (config.name.empty()) config.name = fmt::format("{}-{}-{}", config.model, config.mode, config.precision);
+
+  std::unique_ptr<RunOutputs> outputs;
+  try {
+    outputs = std::make_unique<RunOutputs>(config.out, world.rank);
+  } catch (...) {
+    const Status status = StatusOfCurrentException();
+    std::fprintf(stderr, "mgpu-worker: cannot write the output folder: %s\n", status.message().c_str());
+    return status.exit_code();
+  }
+  nlohmann::json summary = SummaryFromConfig(config, world);
+  Status status;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    outputs->log().info("mgpu-worker started (pid {}), rank source: {}", ::getpid(), world.source);
+    outputs->WriteConfig(ConfigToYaml(config));
+    Train(config, world, *outputs, summary);
+  } catch (...) {
+    status = StatusOfCurrentException();
+    summary["status"] = "failed";
+    summary["error"] = status.ToString();
+    summary["exit_code"] = status.exit_code();
+    summary["total_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    outputs->log().error("{}", status.ToString());
+  }
+  try {
+    outputs->WriteSummary(summary);
+  } catch (...) {
+    const Status write_status = StatusOfCurrentException();
+    outputs->log().error("cannot write summary.json: {}", write_status.message());
+    if (status.ok()) status = write_status;
+  }
+  if (status.ok()) outputs->log().info("outputs in {}", outputs->folder());
+  return status.exit_code();
+}
