@@ -19,7 +19,7 @@ readonly DEBIAN_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config python3 python3-venv zlib1g-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libfmt-dev libopenmpi-dev openmpi-bin
-  libgtest-dev libgmock-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
+  libgtest-dev libgmock-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libgloo-dev
   dataset-fashion-mnist
 )
 

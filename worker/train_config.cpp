@@ -144,9 +144,10 @@ std::vector<OptionSpec> BuildOptions() {
     seed.get = [](const TrainConfig& c) { return std::to_string(c.seed); };
     o.push_back(seed);
   }
-  o.push_back(StringOption("mode", {}, &TrainConfig::mode, {"single"},
-                           "single: one process, one device",
-                           {{"base", "single"}, {"baseline", "single"}}));
+  o.push_back(StringOption("mode", {}, &TrainConfig::mode, {"single", "ddp"},
+                           "single: one process, one device; ddp: one process per device, gradients "
+                           "all-reduced",
+                           {{"base", "single"}, {"baseline", "single"}, {"DDP", "ddp"}}));
   o.push_back(StringOption("device", {}, &TrainConfig::device, {},
                            "auto | cpu | cuda | cuda:K"));
   o.push_back(StringOption("precision", {}, &TrainConfig::precision, {"fp32", "tf32"},
@@ -160,6 +161,27 @@ std::vector<OptionSpec> BuildOptions() {
                         "number of processes (auto: WORLD_SIZE or OMPI_COMM_WORLD_SIZE)"));
   o.push_back(IntOption("local-rank", {"local_rank"}, &TrainConfig::local_rank, -1,
                         "rank on this host (auto: LOCAL_RANK or OMPI_COMM_WORLD_LOCAL_RANK)"));
+  o.push_back(StringOption("master-addr", {"master_addr"}, &TrainConfig::master_addr, {},
+                           "rendezvous host (default MASTER_ADDR or 127.0.0.1)"));
+  o.push_back(IntOption("master-port", {"master_port"}, &TrainConfig::master_port, -1,
+                        "rendezvous port (default MASTER_PORT or 29500)"));
+  o.push_back(StringOption("backend", {}, &TrainConfig::backend, {"auto", "nccl", "gloo", "mpi"},
+                           "DDP communication (auto: nccl on GPUs, gloo on CPUs)"));
+  o.push_back(DoubleOption("bucket-cap-mb", &TrainConfig::bucket_cap_mb, false,
+                           "DDP gradient bucket size in MiB (the first bucket is 1 MiB)"));
+  o.back().aliases = {"bucket_cap_mb"};
+  o.push_back(BoolOption("gradient-as-bucket-view", &TrainConfig::gradient_as_bucket_view,
+                         "DDP: gradients live in the all-reduce buckets (saves a copy and memory)"));
+  o.push_back(BoolOption("find-unused-parameters", &TrainConfig::find_unused_parameters,
+                         "DDP: reduce parameters without a gradient as zeros instead of failing"));
+  o.push_back(BoolOption("broadcast-buffers", &TrainConfig::broadcast_buffers,
+                         "DDP: copy rank 0's buffers (batch-norm statistics) to all ranks before each forward"));
+  o.push_back(StringOption("ddp-compression", {"ddp_compression"}, &TrainConfig::ddp_compression,
+                           {"none", "fp16", "bf16"}, "DDP: all-reduce gradients in half precision"));
+  o.push_back(IntOption("grad-accum", {"grad_accum"}, &TrainConfig::grad_accum, 1,
+                        "micro-batches accumulated per optimizer step (DDP syncs only the last)"));
+  o.push_back(DoubleOption("collective-timeout", &TrainConfig::collective_timeout, false,
+                           "seconds before a stuck collective fails the job"));
   o.push_back(StringOption("out", {}, &TrainConfig::out, {},
                            "output folder (default runs/<timestamp>-<model>-<dataset>-<mode>)"));
   o.push_back(StringOption("name", {}, &TrainConfig::name, {}, "short label of the run for reports"));

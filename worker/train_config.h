@@ -46,6 +46,18 @@ struct TrainConfig {
   int64_t rank = -1;
   int64_t world_size = -1;
   int64_t local_rank = -1;
+  std::string master_addr;   // empty: MASTER_ADDR or 127.0.0.1
+  int64_t master_port = -1;  // -1: MASTER_PORT or 29500
+
+  // DDP.
+  std::string backend = "auto";  // auto: nccl on GPUs, gloo on CPUs
+  double bucket_cap_mb = 25;
+  bool gradient_as_bucket_view = false;
+  bool find_unused_parameters = false;
+  bool broadcast_buffers = true;
+  std::string ddp_compression = "none";
+  int64_t grad_accum = 1;           // micro-batches per optimizer step
+  double collective_timeout = 600;  // seconds
 
   // Outputs.
   std::string out;          // empty: runs/<timestamp>-<model>-<dataset>-<mode>

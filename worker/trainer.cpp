@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "data/batch_loader.h"
 #include "data/image_dataset.h"
+#include "ddp/distributed_data_parallel.h"
 #include "ddp/distributed_sampler.h"
 #include "models/model_factory.h"
 #include "optim/fused_optimizer.h"
@@ -26,24 +27,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-torch::Device ResolveDevice(const std::string& requested) {
-  if (requested == "cpu") return torch::kCPU;
-  const bool have_cuda = torch::cuda::is_available();
-  if (requested == "auto") return have_cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
-  if (!have_cuda) {
-    throw BadInputError(fmt::format("--device {}: no CUDA device is visible to this process "
-                                    "(check CUDA_VISIBLE_DEVICES and the driver), or use --device cpu",
-                                    requested));
-  }
-  const int index = requested == "cuda" ? 0 : std::stoi(requested.substr(5));
-  const int count = static_cast<int>(torch::cuda::device_count());
-  if (index >= count) {
-    throw BadInputError(fmt::format("--device {}: only {} CUDA device(s) are visible (cuda:0 to "
-                                    "cuda:{})", requested, count, count - 1));
-  }
-  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 
 FusedOptimizer MakeOptimizer(const TrainConfig& config, std::vector<torch::Tensor> parameters) {
@@ -74,19 +57,45 @@ long long PeakMemoryBytes(const torch::Device& device) {
   return PeakRssBytes();
 }
 
+// The ranks of the job as the loop sees them; with no communicator, a group of one.
+class RankGroup {
+ public:
+  RankGroup(Communicator* communicator, const torch::Device& device) : communicator_(communicator), device_(device) {}
+  int size() const { return communicator_ ? communicator_->size() : 1; }
+
+  // Sums a tensor (on the training device) over the ranks, in place.
+  void Sum(torch::Tensor& tensor, const std::string& what) {
+    if (communicator_ && size() > 1) communicator_->AllReduceSum(tensor, what)->Wait();
+  }
+  // Every rank's `value`, in rank order.
+  std::vector<double> Gather(double value, const std::string& what) {
+    if (!communicator_ || size() == 1) return {value};
+    auto options = torch::TensorOptions().dtype(torch::kDouble).device(device_);
+    torch::Tensor all = torch::empty({size()}, options);
+    communicator_->AllGather(all, torch::full({1}, value, options), what)->Wait();
+    all = all.cpu();
+    return std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + size());
+  }
+
+ private:
+  Communicator* communicator_;
+  torch::Device device_;
+};
+
 struct Evaluation {
   double loss = 0;
   double accuracy = 0;                   // percent
   std::vector<double> per_class_accuracy;  // percent
 };
 
+// Each rank evaluates every size()-th test image; the counts are summed over the ranks.
 Evaluation Evaluate(Classifier& model, const ImageDataset& test, int64_t batch_size,
-                    const torch::Device& device) {
+                    const torch::Device& device, int rank, RankGroup& ranks) {
   torch::NoGradGuard no_grad;
   model.eval();
   BatchLoader loader(test, LoaderOptions{batch_size, 0, 2, device.is_cuda()});
-  std::vector<int64_t> order(static_cast<size_t>(test.size()));
-  for (int64_t i = 0; i < test.size(); ++i) order[static_cast<size_t>(i)] = i;
+  std::vector<int64_t> order;
+  for (int64_t i = rank; i < test.size(); i += ranks.size()) order.push_back(i);
   loader.StartEpoch(std::move(order));
   const int64_t classes = test.num_classes();
   auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
@@ -105,7 +114,13 @@ Evaluation Evaluate(Classifier& model, const ImageDataset& test, int64_t batch_s
     correct += torch::bincount(labels.masked_select(hits), {}, classes);
   }
   model.train();
-  auto correct_cpu = correct.cpu(), seen_cpu = seen.cpu();
+  // One reduction for all counts: (loss, correct per class, seen per class).
+  torch::Tensor totals = torch::cat({loss_sum.reshape(1), correct.to(torch::kDouble), seen.to(torch::kDouble)});
+  ranks.Sum(totals, "evaluation counts");
+  totals = totals.cpu();
+  loss_sum = totals[0];
+  auto correct_cpu = totals.slice(0, 1, 1 + classes).to(torch::kLong);
+  auto seen_cpu = totals.slice(0, 1 + classes).to(torch::kLong);
   Evaluation result;
   const double n = static_cast<double>(test.size());
   result.loss = loss_sum.item<double>() / n;
@@ -136,6 +151,25 @@ void LogStartupTable(spdlog::logger& log, const TrainConfig& config,
 }
 
 }  // namespace
+
+torch::Device ResolveDevice(const std::string& requested, const WorldInfo& world) {
+  if (requested == "cpu") return torch::kCPU;
+  const bool have_cuda = torch::cuda::is_available();
+  if (requested == "auto" && !have_cuda) return torch::kCPU;
+  if (!have_cuda) {
+    throw BadInputError(fmt::format("--device {}: no CUDA device is visible to this process "
+                                    "(check CUDA_VISIBLE_DEVICES and the driver), or use --device cpu",
+                                    requested));
+  }
+  const int index = requested.rfind("cuda:", 0) == 0 ? std::stoi(requested.substr(5)) : world.local_rank;
+  const int count = static_cast<int>(torch::cuda::device_count());
+  if (index >= count) {
+    throw BadInputError(fmt::format("--device {} on local rank {}: only {} CUDA device(s) are visible "
+                                    "(cuda:0 to cuda:{})",
+                                    requested, world.local_rank, count, count - 1));
+  }
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
 
 nlohmann::json SummaryFromConfig(const TrainConfig& config, const WorldInfo& world) {
   return {
@@ -170,20 +204,28 @@ nlohmann::json SummaryFromConfig(const TrainConfig& config, const WorldInfo& wor
   };
 }
 
-void Train(const TrainConfig& config, const WorldInfo& world, RunOutputs& outputs,
-           nlohmann::json& summary) {
+void Train(const TrainConfig& config, const WorldInfo& world, const torch::Device& device,
+           Communicator* communicator, RunOutputs& outputs, nlohmann::json& summary) {
   const auto run_start = Clock::now();
   spdlog::logger& log = outputs.log();
-  if (world.world_size != 1) {
+  const bool ddp = config.mode == "ddp";
+  if (!ddp && world.world_size != 1) {
     throw BadInputError(fmt::format("--mode single runs one process, but the world size is {} "
-                                    "(from {}); unset the rank variables or pass --world-size 1",
+                                    "(from {}); use --mode ddp, or unset the rank variables",
                                     world.world_size, world.source));
   }
+  if (config.batch_size % (world.world_size * config.grad_accum) != 0) {
+    throw BadInputError(fmt::format("--batch-size {} is the global batch: it must divide evenly over {} rank(s) "
+                                    "x {} accumulated micro-batch(es)",
+                                    config.batch_size, world.world_size, config.grad_accum));
+  }
+  // Each optimizer step consumes the global batch: per rank, grad_accum micro-batches.
+  const int64_t micro_batch = config.batch_size / world.world_size / config.grad_accum;
+  RankGroup ranks(communicator, device);
   if (config.threads > 0) torch::set_num_threads(static_cast<int>(config.threads));
   const Precision precision = ParsePrecision(config.precision);
   ApplyPrecisionMathMode(precision);
-  const torch::Device device = ResolveDevice(config.device);
-  summary["devices"] = {DeviceName(device)};
+  summary["backend"] = communicator ? communicator->backend() : "none";
   torch::manual_seed(config.seed);
 
   // Data.
@@ -193,22 +235,34 @@ void Train(const TrainConfig& config, const WorldInfo& world, RunOutputs& output
   const double load_seconds = SecondsSince(load_start);
   summary["class_names"] = data.train.class_names;
 
-  // Model and optimizer.
+  // Model, DDP wrapper and optimizer.
   auto model = MakeModel(config.model, ModelShape{data.train.channels(), data.train.num_classes(),
                                                   data.train.height(), data.train.width()});
   model->to(device);
   model->train();
+  std::unique_ptr<DistributedDataParallel> replicated;
+  if (ddp) {
+    DdpOptions options;
+    options.bucket_cap_bytes = static_cast<int64_t>(config.bucket_cap_mb * (1 << 20));
+    options.gradient_as_bucket_view = config.gradient_as_bucket_view;
+    options.find_unused_parameters = config.find_unused_parameters;
+    options.broadcast_buffers = config.broadcast_buffers;
+    options.compression = config.ddp_compression;
+    replicated = std::make_unique<DistributedDataParallel>(model, *communicator, options);
+  }
   FusedOptimizer optimizer = MakeOptimizer(config, model->parameters());
   summary["parameters"] = CountParameters(*model);
 
   DistributedSampler sampler(data.train.size(), world.rank, world.world_size, /*shuffle=*/true, config.seed);
-  BatchLoader loader(data.train, LoaderOptions{config.batch_size, static_cast<int>(config.num_workers), 2,
-                                               device.is_cuda()});
-  const int64_t steps_per_epoch = (sampler.shard_size() + config.batch_size - 1) / config.batch_size;
+  BatchLoader loader(data.train, LoaderOptions{micro_batch, static_cast<int>(config.num_workers), 2, device.is_cuda()});
+  const int64_t micro_batches_per_epoch = (sampler.shard_size() + micro_batch - 1) / micro_batch;
+  const int64_t steps_per_epoch = (micro_batches_per_epoch + config.grad_accum - 1) / config.grad_accum;
 
   LogStartupTable(log, config,
                   {{"rank / world", fmt::format("{} / {} ({})", world.rank, world.world_size, world.source)},
                    {"device", DeviceName(device)},
+                   {"communication", communicator ? communicator->backend() : "none (one process)"},
+                   {"batch per rank", fmt::format("{} x {} micro-batch(es)", micro_batch, config.grad_accum)},
                    {"intra-op threads", std::to_string(torch::get_num_threads())},
                    {"data", fmt::format("{} train + {} test images {}x{}x{} from {} ({:.2f} s)",
                                         data.train.size(), data.test.size(), data.train.channels(),
@@ -226,8 +280,8 @@ void Train(const TrainConfig& config, const WorldInfo& world, RunOutputs& output
     const auto epoch_start = Clock::now();
     loader.StartEpoch(sampler.EpochIndices(epoch));
     progress.StartEpoch(epoch, config.epochs, steps_per_epoch);
-    double data_wait = 0;
-    int64_t images_seen = 0, epoch_steps = 0;
+    double data_wait = 0, comm_wait = 0;
+    int64_t images_seen = 0, epoch_steps = 0, micro = 0;
     auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
     // Per metrics row: wall time and data wait accumulated since the previous row.
     auto window_start = Clock::now();
@@ -242,21 +296,38 @@ void Train(const TrainConfig& config, const WorldInfo& world, RunOutputs& output
       data_wait += waited;
       window_wait += waited;
 
+      // A step is grad_accum micro-batches; DDP reduces gradients only after the last one.
+      const bool last_micro = (micro + 1) % config.grad_accum == 0 || micro + 1 == micro_batches_per_epoch;
       auto images = batch->images.to(device, /*non_blocking=*/true);  // (B, C, H, W)
       auto labels = batch->labels.to(device, /*non_blocking=*/true);  // (B)
-      optimizer.ZeroGrad();
-      auto logits = model->forward(images);                             // (B, classes)
-      auto loss = torch::nn::functional::cross_entropy(logits, labels);  // ()
-      loss.backward();
-      optimizer.Step();
-
+      if (micro % config.grad_accum == 0) {
+        if (replicated) {
+          replicated->ZeroGrad();
+        } else {
+          optimizer.ZeroGrad();
+        }
+      }
+      if (replicated) replicated->PrepareForward();
+      torch::Tensor loss;
+      {
+        std::optional<DistributedDataParallel::NoSync> accumulate_locally;
+        if (replicated && !last_micro) accumulate_locally.emplace(*replicated);
+        auto logits = model->forward(images);                             // (B, classes)
+        loss = torch::nn::functional::cross_entropy(logits, labels);      // ()
+        (config.grad_accum > 1 ? loss / static_cast<double>(config.grad_accum) : loss).backward();
+      }
       const int64_t batch_images = images.size(0);
       loss_sum.add_(loss.detach(), static_cast<double>(batch_images));
       images_seen += batch_images;
+      window_images += batch_images;
+      ++micro;
+      if (!last_micro) continue;
+
+      if (replicated) comm_wait += replicated->FinishBackward().exposed_comm_seconds;
+      optimizer.Step();
       ++step;
       ++epoch_steps;
       ++window_steps;
-      window_images += batch_images;
 
       if (step % config.log_every == 0 || epoch_steps == steps_per_epoch) {
         last_loss = loss.item<double>();  // synchronizes with the device: only at log points
@@ -268,7 +339,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, RunOutputs& output
         row.lr = config.lr;
         row.step_seconds = window_seconds / static_cast<double>(window_steps);
         row.data_wait_seconds = window_wait / static_cast<double>(window_steps);
-        row.images_per_second = static_cast<double>(window_images) / window_seconds;
+        row.images_per_second = static_cast<double>(window_images * world.world_size) / window_seconds;
         outputs.AppendStep(row);
         window_start = Clock::now();
         window_wait = 0;
@@ -276,18 +347,23 @@ void Train(const TrainConfig& config, const WorldInfo& world, RunOutputs& output
         window_images = 0;
       }
       progress.Update(epoch_steps, last_loss,
-                      static_cast<double>(images_seen) / SecondsSince(epoch_start));
+                      static_cast<double>(images_seen * world.world_size) / SecondsSince(epoch_start));
       if (config.max_steps > 0 && step >= config.max_steps) {
         stop = true;
         break;
       }
     }
-    const double train_loss = loss_sum.item<double>() / static_cast<double>(std::max<int64_t>(images_seen, 1));
-    const double epoch_seconds = SecondsSince(epoch_start);  // item() above waited for the device
+    // The epoch's loss over every rank's images (item() also waits for the device).
+    torch::Tensor totals = torch::stack({loss_sum, torch::scalar_tensor(static_cast<double>(images_seen), loss_sum.options())});
+    ranks.Sum(totals, "epoch loss");
+    totals = totals.cpu();
+    const double global_images = totals[1].item<double>();
+    const double train_loss = totals[0].item<double>() / std::max(global_images, 1.0);
+    const double epoch_seconds = SecondsSince(epoch_start);
     progress.EndEpoch();
 
     const auto eval_start = Clock::now();
-    const Evaluation eval = Evaluate(*model, data.test, config.eval_batch_size, device);
+    const Evaluation eval = Evaluate(*model, data.test, config.eval_batch_size, device, world.rank, ranks);
     const double eval_seconds = SecondsSince(eval_start);
     if (!std::isfinite(train_loss)) {
       throw DivergedError(fmt::format("training loss became {} in epoch {} (step {}); lower --lr",
@@ -298,10 +374,10 @@ void Train(const TrainConfig& config, const WorldInfo& world, RunOutputs& output
         {"epoch", epoch},
         {"train_loss", train_loss},
         {"seconds", epoch_seconds},
-        {"images_per_second", static_cast<double>(images_seen) / epoch_seconds},
+        {"images_per_second", global_images / epoch_seconds},
         {"data_wait_seconds", data_wait},
-        {"compute_seconds", epoch_seconds - data_wait},
-        {"comm_seconds", 0.0},
+        {"compute_seconds", epoch_seconds - data_wait - comm_wait},
+        {"comm_seconds", comm_wait},
         {"steps", epoch_steps},
         {"eval_seconds", eval_seconds},
         {"test_loss", eval.loss},
@@ -314,15 +390,27 @@ void Train(const TrainConfig& config, const WorldInfo& world, RunOutputs& output
     outputs.AddScalar("test/loss", eval.loss, step);
     outputs.AddScalar("test/accuracy", eval.accuracy, step);
     log.info("epoch {}/{}: train loss {:.4f}, test loss {:.4f}, test accuracy {:.2f}%, {:.1f} s "
-             "({:.1f} s waiting for data), {:.0f} img/s",
-             epoch + 1, config.epochs, train_loss, eval.loss, eval.accuracy, epoch_seconds, data_wait,
-             static_cast<double>(images_seen) / epoch_seconds);
+             "({:.1f} s waiting for data, {:.1f} s for all-reduces), {:.0f} img/s",
+             epoch + 1, config.epochs, train_loss, eval.loss, eval.accuracy, epoch_seconds, data_wait, comm_wait,
+             global_images / epoch_seconds);
   }
 
   const double checksum = ParamChecksum(*model);
+  const std::vector<double> checksums = ranks.Gather(checksum, "parameter checksums");
+  const std::vector<double> peaks = ranks.Gather(static_cast<double>(PeakMemoryBytes(device)), "peak memory");
+  const std::vector<double> device_indices = ranks.Gather(device.is_cuda() ? device.index() : -1, "devices");
+  summary["devices"] = nlohmann::json::array();
+  for (double index : device_indices) summary["devices"].push_back(index < 0 ? "cpu" : fmt::format("cuda:{}", index));
+  summary["peak_memory_bytes"] = nlohmann::json::array();
+  for (double peak : peaks) summary["peak_memory_bytes"].push_back(static_cast<long long>(peak));
+  if (world.world_size > 1) summary["rank_param_checksums"] = checksums;
+  if (replicated) {
+    summary["ddp_bucket_bytes"] = replicated->BucketBytes();
+    summary["ddp_buckets_rebuilt"] = replicated->rebuilt();
+  }
+  if (outputs.writes_shared_files()) torch::save(model, outputs.folder() + "/model.pt");
   summary["steps"] = step;
   summary["param_checksum"] = checksum;
-  summary["peak_memory_bytes"] = {PeakMemoryBytes(device)};
   summary["total_seconds"] = SecondsSince(run_start);
   summary["status"] = "ok";
   log.info("done: {} steps in {:.1f} s, test accuracy {:.2f}%, param_checksum {:.6f}", step,

@@ -4,18 +4,26 @@
 
 #include <nlohmann/json.hpp>
 
+#include <torch/torch.h>
+
+#include "ddp/communicator.h"
 #include "ddp/world.h"
 #include "worker/run_outputs.h"
 #include "worker/train_config.h"
 
 namespace mgpu {
 
-// Trains as `config` says and returns the run's summary (status "ok"). Throws mgpu::Error
-// (bad input, divergence) or other exceptions; the caller turns them into a failed summary.
-// `summary` receives the fields known so far even when it throws, so a failure report keeps
-// the configuration and the epochs already done.
-void Train(const TrainConfig& config, const WorldInfo& world, RunOutputs& outputs,
-           nlohmann::json& summary);
+// The device this rank trains on: --device, where `auto` and `cuda` mean cuda:<local rank>
+// when CUDA is available. Throws BadInputError for a device that is not there.
+torch::Device ResolveDevice(const std::string& requested, const WorldInfo& world);
+
+// Trains as `config` says and fills `summary` (status "ok"). Throws mgpu::Error (bad input,
+// divergence, collective failure) or other exceptions; the caller turns them into a failed
+// summary. `summary` receives the fields known so far even when it throws, so a failure report
+// keeps the configuration and the epochs already done. `communicator` is null for --mode single
+// and joins the ranks of a --mode ddp job.
+void Train(const TrainConfig& config, const WorldInfo& world, const torch::Device& device,
+           Communicator* communicator, RunOutputs& outputs, nlohmann::json& summary);
 
 // The contract's summary fields that come from the configuration alone.
 nlohmann::json SummaryFromConfig(const TrainConfig& config, const WorldInfo& world);

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 
@@ -13,6 +14,7 @@
 
 #include "common/files.h"
 #include "common/status.h"
+#include "ddp/rendezvous.h"
 #include "ddp/world.h"
 #include "worker/run_outputs.h"
 #include "worker/train_config.h"
@@ -39,6 +41,18 @@ Status StatusOfCurrentException() {
   } catch (...) {
     return StatusFromCurrentException();
   }
+}
+
+// Every rank writes into rank 0's output folder (a default name holds a timestamp).
+std::string AgreeOnFolder(Communicator& communicator, const std::string& mine, const torch::Device& device) {
+  constexpr int64_t kMaxPath = 4096;
+  if (mine.size() >= kMaxPath) throw BadInputError("--out: the path is longer than 4095 bytes");
+  torch::Tensor bytes = torch::zeros({kMaxPath}, torch::kUInt8);
+  std::memcpy(bytes.data_ptr<uint8_t>(), mine.data(), mine.size());
+  bytes = bytes.to(device);
+  communicator.Broadcast(bytes, 0, "output folder name")->Wait();
+  bytes = bytes.cpu();
+  return std::string(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()));
 }
 
 struct ParsedCommandLine {
@@ -92,6 +106,8 @@ std::optional<ParsedCommandLine> ParseCommandLine(int argc, char** argv, int& ex
   flags.rank = static_cast<int>(parsed.config.rank);
   flags.world_size = static_cast<int>(parsed.config.world_size);
   flags.local_rank = static_cast<int>(parsed.config.local_rank);
+  flags.master_addr = parsed.config.master_addr;
+  flags.master_port = static_cast<int>(parsed.config.master_port);
   parsed.world = ResolveWorld(flags, ProcessEnvironment());
   return parsed;
 }
@@ -114,6 +130,26 @@ int main(int argc, char** argv) {
   if (config.out.empty()) config.out = DefaultOutputFolder(config);
   if (config.name.empty()) config.name = fmt::format("{}-{}-{}", config.model, config.mode, config.precision);
 
+  // Process-level set-up before any output exists: the device and, for DDP, the job's ranks.
+  std::optional<torch::Device> device;
+  std::unique_ptr<Communicator> communicator;
+  std::string rendezvous;
+  try {
+    device = ResolveDevice(config.device, world);
+    if (config.mode == "ddp") {
+      const std::string backend = config.backend == "auto" ? DefaultBackend(*device) : config.backend;
+      RendezvousResult joined = Rendezvous(world, backend, *device,
+                                           std::chrono::milliseconds(static_cast<int64_t>(config.collective_timeout * 1000)));
+      communicator = std::move(joined.communicator);
+      rendezvous = joined.description;
+      config.out = AgreeOnFolder(*communicator, config.out, *device);
+    }
+  } catch (...) {
+    const Status status = StatusOfCurrentException();
+    std::fprintf(stderr, "mgpu-worker (rank %d): %s\n", world.rank, status.ToString().c_str());
+    return status.exit_code();
+  }
+
   std::unique_ptr<RunOutputs> outputs;
   try {
     outputs = std::make_unique<RunOutputs>(config.out, world.rank);
@@ -127,8 +163,9 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   try {
     outputs->log().info("mgpu-worker started (pid {}), rank source: {}", ::getpid(), world.source);
+    if (communicator) outputs->log().info("ranks joined: {}", rendezvous);
     outputs->WriteConfig(ConfigToYaml(config));
-    Train(config, world, *outputs, summary);
+    Train(config, world, *device, communicator.get(), *outputs, summary);
   } catch (...) {
     status = StatusOfCurrentException();
     summary["status"] = "failed";

@@ -1,6 +1,10 @@
 #include "tests/support/test_support.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -48,20 +52,20 @@ std::string IdxBytes(const std::vector<int64_t>& dims, const std::string& data) 
   return bytes + data;
 }
 
-void WriteTinyMnistLike(const std::string& folder, int train, int test) {
+void WriteTinyMnistLike(const std::string& folder, int train, int test, int size) {
   auto write_split = [&](const std::string& prefix, int n) {
     std::string pixels, labels;
     for (int i = 0; i < n; ++i) {
       const int label = i % 10;
       labels.push_back(static_cast<char>(label));
-      for (int p = 0; p < 28 * 28; ++p) {
+      for (int p = 0; p < size * size; ++p) {
         // A bright band whose row depends on the class, plus a little per-sample variation.
-        const int row = p / 28;
+        const int row = p / size;
         const bool on = row >= 2 * label + 4 && row < 2 * label + 7;
         pixels.push_back(static_cast<char>(on ? 200 + (i * 7 + p) % 50 : (i + p) % 20));
       }
     }
-    WriteGzip(folder + "/" + prefix + "-images-idx3-ubyte.gz", IdxBytes({n, 28, 28}, pixels));
+    WriteGzip(folder + "/" + prefix + "-images-idx3-ubyte.gz", IdxBytes({n, size, size}, pixels));
     WriteGzip(folder + "/" + prefix + "-labels-idx1-ubyte.gz", IdxBytes({n}, labels));
   };
   std::filesystem::create_directories(folder);
@@ -70,6 +74,10 @@ void WriteTinyMnistLike(const std::string& folder, int train, int test) {
 }
 
 CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {
+  return BackgroundCommand(argv, extra_env).Wait();
+}
+
+BackgroundCommand::BackgroundCommand(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {
   int pipe_fds[2];
   if (::pipe(pipe_fds) != 0) throw std::runtime_error("pipe failed");
   posix_spawn_file_actions_t actions;
@@ -87,22 +95,52 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector
   for (auto& a : args) arg_ptrs.push_back(a.data());
   arg_ptrs.push_back(nullptr);
   pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, args[0].c_str(), &actions, nullptr, arg_ptrs.data(), env_ptrs.data());
+  const int rc = ::posix_spawnp(&pid, args[0].c_str(), &actions, nullptr, arg_ptrs.data(), env_ptrs.data());
   posix_spawn_file_actions_destroy(&actions);
   ::close(pipe_fds[1]);
   if (rc != 0) {
     ::close(pipe_fds[0]);
     throw std::runtime_error("cannot start " + args[0]);
   }
+  pid_ = pid;
+  output_fd_ = pipe_fds[0];
+}
+
+BackgroundCommand::~BackgroundCommand() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    Wait();
+  }
+}
+
+CommandResult BackgroundCommand::Wait() {
   CommandResult result;
   char buffer[4096];
   ssize_t n;
-  while ((n = ::read(pipe_fds[0], buffer, sizeof(buffer))) > 0) result.output.append(buffer, static_cast<size_t>(n));
-  ::close(pipe_fds[0]);
+  while ((n = ::read(output_fd_, buffer, sizeof(buffer))) > 0) result.output.append(buffer, static_cast<size_t>(n));
+  ::close(output_fd_);
   int status = 0;
-  ::waitpid(pid, &status, 0);
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+int FreeLocalPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    ::close(fd);
+    throw std::runtime_error("cannot find a free port");
+  }
+  const int port = ntohs(address.sin_port);
+  ::close(fd);
+  return port;
 }
 
 std::string ReadText(const std::string& path) {

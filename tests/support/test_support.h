@@ -27,8 +27,8 @@ void WriteGzip(const std::string& path, const std::string& bytes);
 std::string IdxBytes(const std::vector<int64_t>& dims, const std::string& data);
 
 // Writes a small MNIST-like data set (train/t10k images and labels, gzip) into `folder`:
-// `train` and `test` samples of 28×28 pixels whose class is readable from the image.
-void WriteTinyMnistLike(const std::string& folder, int train, int test);
+// `train` and `test` samples of size×size pixels whose class is readable from the image.
+void WriteTinyMnistLike(const std::string& folder, int train, int test, int size = 28);
 
 struct CommandResult {
   int exit_code = -1;   // the process's exit status, or 128 + signal
@@ -39,6 +39,23 @@ struct CommandResult {
 CommandResult RunCommand(const std::vector<std::string>& argv,
                          const std::vector<std::string>& extra_env = {});
 
+// A command running in the background; Wait() collects its exit code and output.
+class BackgroundCommand {
+ public:
+  BackgroundCommand(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {});
+  ~BackgroundCommand();  // kills the process if Wait() was not called
+  BackgroundCommand(const BackgroundCommand&) = delete;
+  BackgroundCommand& operator=(const BackgroundCommand&) = delete;
+  CommandResult Wait();
+
+ private:
+  int pid_ = -1;
+  int output_fd_ = -1;
+};
+
 std::string ReadText(const std::string& path);
+
+// A TCP port on 127.0.0.1 that was free a moment ago (for rendezvous in tests).
+int FreeLocalPort();
 
 }  // namespace mgpu::testing

@@ -1,0 +1,57 @@
+// Collective communication between the ranks of a job: one interface, three implementations.
+//   gloo  LibTorch's c10d ProcessGroupGloo over a TCPStore; CPU tensors.
+//   mpi   Open MPI's non-blocking collectives; CPU tensors.
+//   nccl  the raw NCCL API on the tensor's GPU, on a stream of its own ordered after the caller's
+//         current stream with events; a watchdog aborts the communicator on error or timeout.
+//
+// Collectives are asynchronous: each returns a handle whose Wait() returns once the result may be
+// used (on GPUs: by work queued afterwards on the current stream). Every rank must issue the same
+// collectives in the same order. No wait blocks forever: past the timeout given at creation a
+// collective fails with a CollectiveError naming the collective (`what`), the rank and the host.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "common/status.h"
+
+namespace mgpu {
+
+// A failed or timed-out collective (exit code 1).
+class CollectiveError : public Error {
+ public:
+  explicit CollectiveError(const std::string& message) : Error(ExitCode::kFailure, message) {}
+};
+
+class CollectiveWork {
+ public:
+  virtual ~CollectiveWork() = default;
+  // Throws CollectiveError on failure or timeout.
+  virtual void Wait() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual std::string backend() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Sums `tensor` (contiguous) in place over all ranks. `what` names it in errors ("bucket 3").
+  virtual std::unique_ptr<CollectiveWork> AllReduceSum(torch::Tensor tensor, const std::string& what) = 0;
+  // Copies root's `tensor` (contiguous) into every rank's.
+  virtual std::unique_ptr<CollectiveWork> Broadcast(torch::Tensor tensor, int root, const std::string& what) = 0;
+  // `output` (contiguous, size() × input.numel() elements): rank r's `input` lands in slice r.
+  virtual std::unique_ptr<CollectiveWork> AllGather(torch::Tensor output, torch::Tensor input,
+                                                    const std::string& what) = 0;
+  // Returns once every rank has called it.
+  virtual void Barrier(const std::string& what) = 0;
+};
+
+// "<what> on rank R (host H)" prefix for collective errors.
+std::string CollectiveContext(const std::string& what, int rank);
+
+}  // namespace mgpu

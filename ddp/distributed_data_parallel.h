@@ -1,0 +1,123 @@
+// DistributedDataParallel for LibTorch modules: gradients averaged across ranks by bucketed
+// all-reduces that overlap the backward pass (PyTorch c10d's reducer, in C++).
+//
+// Use per training step:
+//   ddp.PrepareForward();        // broadcasts buffers from rank 0 (e.g. batch-norm statistics)
+//   loss = model->forward(...);  loss.backward();   // hooks launch buckets as gradients arrive
+//   ddp.FinishBackward();        // waits for the buckets and writes averaged gradients
+//   optimizer.Step();
+//
+// Construction (collective: every rank, same model) checks parameter names, shapes and dtypes
+// across ranks — a mismatch is a BadInputError on every rank naming the first differing
+// parameter, never a hang — and copies rank 0's parameters and buffers to every rank.
+//
+// Buckets: built in reverse parameter order (first bucket 1 MiB, then the cap), per dtype and
+// device; after the first iteration rebuilt once from the order in which gradients became ready
+// on rank 0 (broadcast, so every rank agrees). Each gradient is divided by the world size while
+// it is copied into its bucket; a bucket is launched once all its gradients are in and every
+// earlier bucket has been launched, so all ranks launch the same collectives in the same order.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "ddp/bucket_plan.h"
+#include "ddp/communicator.h"
+
+namespace mgpu {
+
+struct DdpOptions {
+  int64_t bucket_cap_bytes = kDefaultBucketCapBytes;
+  int64_t first_bucket_cap_bytes = kFirstBucketCapBytes;
+  // Gradients live inside the buckets (no copy in, no copy out); ZeroGrad zeroes them in place.
+  bool gradient_as_bucket_view = false;
+  // Parameters that get no gradient in an iteration are reduced as zeros instead of an error.
+  bool find_unused_parameters = false;
+  // Broadcast rank 0's buffers before every forward.
+  bool broadcast_buffers = true;
+  // "none", "fp16" or "bf16": all-reduce buckets in half precision (half the bytes on the wire).
+  std::string compression = "none";
+};
+
+struct DdpStepTiming {
+  double exposed_comm_seconds = 0;  // host time FinishBackward spent waiting for all-reduces
+};
+
+class DistributedDataParallel {
+ public:
+  DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, Communicator& communicator, DdpOptions options);
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  void PrepareForward();
+  // Completes the iteration's gradient reduction. Inside a NoSync scope, does nothing.
+  DdpStepTiming FinishBackward();
+  // Clears gradients for the next step (in place when gradients are bucket views).
+  void ZeroGrad();
+
+  // While alive, backward passes only accumulate local gradients (gradient accumulation).
+  class NoSync {
+   public:
+    explicit NoSync(DistributedDataParallel& ddp) : ddp_(ddp) { ddp_.sync_enabled_ = false; }
+    ~NoSync() { ddp_.sync_enabled_ = true; }
+
+   private:
+    DistributedDataParallel& ddp_;
+  };
+
+  // Bucket sizes in bytes, in launch order (for summary.json and tests).
+  std::vector<int64_t> BucketBytes() const;
+  // Parameter indices per bucket, in launch order.
+  std::vector<std::vector<size_t>> BucketMembers() const;
+  bool rebuilt() const { return rebuilt_; }
+
+ private:
+  struct Bucket {
+    std::vector<size_t> members;
+    std::vector<torch::Tensor> views;  // per member: a view of `contents` shaped like the parameter
+    torch::Tensor contents;            // (total elements) flat
+    torch::Tensor wire;                // the half-precision copy sent when compressing
+    int pending = 0;
+    std::unique_ptr<CollectiveWork> work;
+  };
+  struct Location {
+    size_t bucket = 0;
+    size_t slot = 0;
+  };
+
+  void VerifyAcrossRanks();
+  void BroadcastFromRankZero(const std::vector<torch::Tensor>& tensors, const std::string& what);
+  void BuildBuckets(const std::vector<size_t>& order);
+  void RegisterHooks();
+  void OnGradientReady(size_t index);
+  void MarkReady(size_t index);
+  void LaunchReadyBuckets();
+  void ResetIteration();
+  void RebuildFromObservedOrder();
+
+  std::shared_ptr<torch::nn::Module> module_;
+  Communicator& communicator_;
+  DdpOptions options_;
+  std::vector<std::string> names_;
+  std::vector<torch::Tensor> parameters_;
+  std::vector<torch::Tensor> buffers_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<uintptr_t> hook_keys_;
+
+  std::mutex mutex_;  // hooks may run on autograd's device threads
+  std::vector<Bucket> buckets_;
+  std::vector<Location> locations_;
+  std::vector<bool> ready_;
+  size_t next_to_launch_ = 0;
+  bool sync_enabled_ = true;
+  bool rebuilt_ = false;
+  std::vector<size_t> observed_order_;
+};
+
+}  // namespace mgpu

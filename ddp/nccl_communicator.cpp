@@ -1,0 +1,265 @@
+#include "ddp/nccl_communicator.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <list>
+#include <mutex>
+#include <thread>
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <fmt/format.h>
+
+namespace mgpu {
+namespace {
+
+std::string HostName() {
+  char host[256] = "unknown-host";
+  ::gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+// nccl-tests style checks: host, file:line, the call, NCCL's text and its last error.
+#define MGPU_NCCL_CHECK(call, comm)                                                                      \
+  do {                                                                                                   \
+    const ncclResult_t result_ = (call);                                                                 \
+    if (result_ != ncclSuccess) {                                                                        \
+      throw CollectiveError(fmt::format("{}: {}:{}: {} failed: {} (last NCCL error: {})", HostName(),    \
+                                        __FILE__, __LINE__, #call, ncclGetErrorString(result_),          \
+                                        ncclGetLastError(comm)));                                        \
+    }                                                                                                    \
+  } while (0)
+
+#define MGPU_CUDA_CHECK(call)                                                                            \
+  do {                                                                                                   \
+    const cudaError_t error_ = (call);                                                                   \
+    if (error_ != cudaSuccess) {                                                                         \
+      throw CollectiveError(fmt::format("{}: {}:{}: {} failed: {}", HostName(), __FILE__, __LINE__,      \
+                                        #call, cudaGetErrorString(error_)));                             \
+    }                                                                                                    \
+  } while (0)
+
+ncclDataType_t NcclType(torch::ScalarType type, const std::string& context) {
+  switch (type) {
+    case torch::kFloat: return ncclFloat32;
+    case torch::kHalf: return ncclFloat16;
+    case torch::kBFloat16: return ncclBfloat16;
+    case torch::kDouble: return ncclFloat64;
+    case torch::kLong: return ncclInt64;
+    case torch::kInt: return ncclInt32;
+    case torch::kByte: return ncclUint8;
+    default: throw CollectiveError(context + ": NCCL cannot reduce tensors of type " + std::string(c10::toString(type)));
+  }
+}
+
+// A CUDA event shared by a work handle and the watchdog; destroyed when both are done with it.
+using SharedEvent = std::shared_ptr<CUevent_st>;
+
+SharedEvent NewEvent() {
+  cudaEvent_t event = nullptr;
+  MGPU_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  return SharedEvent(event, [](cudaEvent_t e) { cudaEventDestroy(e); });
+}
+
+class NcclCommunicator;
+
+class NcclWork : public CollectiveWork {
+ public:
+  NcclWork(NcclCommunicator* owner, SharedEvent done) : owner_(owner), done_(std::move(done)) {}
+  void Wait() override;
+
+ private:
+  NcclCommunicator* owner_;
+  SharedEvent done_;
+};
+
+class NcclCommunicator : public Communicator {
+ public:
+  NcclCommunicator(const std::string& unique_id, int rank, int size, int device, std::chrono::milliseconds timeout)
+      : rank_(rank), size_(size), device_(device), timeout_(timeout) {
+    ncclUniqueId id;
+    if (unique_id.size() != sizeof(id.internal)) {
+      throw CollectiveError(fmt::format("NCCL unique id has {} bytes, expected {}", unique_id.size(), sizeof(id.internal)));
+    }
+    std::copy(unique_id.begin(), unique_id.end(), id.internal);
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+    MGPU_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_), nullptr);
+    MGPU_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    watchdog_ = std::thread([this] { WatchdogLoop(); });
+  }
+
+  ~NcclCommunicator() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    watchdog_.join();
+    if (!aborted_) ncclCommDestroy(comm_);
+    cudaStreamDestroy(stream_);
+  }
+
+  std::string backend() const override { return "nccl"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  std::unique_ptr<CollectiveWork> AllReduceSum(torch::Tensor tensor, const std::string& what) override {
+    const std::string context = CollectiveContext("all-reduce of " + what, rank_);
+    return Launch(tensor, context, [&] {
+      MGPU_NCCL_CHECK(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(tensor.numel()),
+                                    NcclType(tensor.scalar_type(), context), ncclSum, comm_, stream_),
+                      comm_);
+    });
+  }
+
+  std::unique_ptr<CollectiveWork> Broadcast(torch::Tensor tensor, int root, const std::string& what) override {
+    const std::string context = CollectiveContext("broadcast of " + what, rank_);
+    return Launch(tensor, context, [&] {
+      MGPU_NCCL_CHECK(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.nbytes(), ncclUint8, root, comm_, stream_),
+                      comm_);
+    });
+  }
+
+  std::unique_ptr<CollectiveWork> AllGather(torch::Tensor output, torch::Tensor input, const std::string& what) override {
+    const std::string context = CollectiveContext("all-gather of " + what, rank_);
+    RecordOnCommStream(input);
+    return Launch(output, context, [&] {
+      MGPU_NCCL_CHECK(ncclAllGather(input.data_ptr(), output.data_ptr(), input.nbytes(), ncclUint8, comm_, stream_), comm_);
+    });
+  }
+
+  void Barrier(const std::string& what) override {
+    auto token = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).device(torch::kCUDA, device_));
+    AllReduceSum(token, "barrier " + what)->Wait();
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    while (cudaStreamQuery(at::cuda::getCurrentCUDAStream(device_).stream()) == cudaErrorNotReady) {
+      ThrowIfFailed();
+      if (std::chrono::steady_clock::now() > deadline) {
+        throw CollectiveError(CollectiveContext("barrier " + what, rank_) + " timed out");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+
+  // Makes the caller's current stream wait for `done`; throws if the watchdog saw a failure.
+  void WaitOn(const SharedEvent& done) {
+    ThrowIfFailed();
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+    MGPU_CUDA_CHECK(cudaStreamWaitEvent(at::cuda::getCurrentCUDAStream(device_).stream(), done.get(), 0));
+  }
+
+ private:
+  struct Pending {
+    SharedEvent done;
+    std::string context;
+    std::chrono::steady_clock::time_point deadline;
+  };
+
+  template <typename Call>
+  std::unique_ptr<CollectiveWork> Launch(const torch::Tensor& tensor, const std::string& context, Call call) {
+    ThrowIfFailed();
+    if (!tensor.is_cuda() || tensor.get_device() != device_ || !tensor.is_contiguous()) {
+      throw CollectiveError(fmt::format("{}: the nccl backend takes contiguous tensors on cuda:{}", context, device_));
+    }
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+    const SharedEvent ready = NewEvent(), done = NewEvent();
+    MGPU_CUDA_CHECK(cudaEventRecord(ready.get(), at::cuda::getCurrentCUDAStream(device_).stream()));
+    MGPU_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready.get(), 0));
+    RecordOnCommStream(tensor);
+    call();
+    MGPU_CUDA_CHECK(cudaEventRecord(done.get(), stream_));
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      pending_.push_back(Pending{done, context, std::chrono::steady_clock::now() + timeout_});
+    }
+    return std::make_unique<NcclWork>(this, done);
+  }
+
+  // The caching allocator must not hand this memory out again before the collective is done.
+  void RecordOnCommStream(const torch::Tensor& tensor) {
+    c10::cuda::CUDACachingAllocator::recordStream(tensor.storage().data_ptr(),
+                                                  c10::cuda::getStreamFromExternal(stream_, static_cast<c10::DeviceIndex>(device_)));
+  }
+
+  void ThrowIfFailed() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failure_.empty()) throw CollectiveError(failure_);
+  }
+
+  void WatchdogLoop() {
+    cudaSetDevice(device_);
+    while (true) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (stopping_) return;
+      for (auto it = pending_.begin(); it != pending_.end();) {
+        if (cudaEventQuery(it->done.get()) == cudaSuccess) {
+          it = pending_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      ncclResult_t async_error = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &async_error);
+      std::string failure;
+      if (async_error != ncclSuccess && async_error != ncclInProgress) {
+        failure = fmt::format("{}: NCCL reported an asynchronous error: {} (last NCCL error: {})",
+                              pending_.empty() ? CollectiveContext("communicator", rank_) : pending_.front().context,
+                              ncclGetErrorString(async_error), ncclGetLastError(comm_));
+      } else if (!pending_.empty() && std::chrono::steady_clock::now() > pending_.front().deadline) {
+        failure = fmt::format("{} did not complete within {} s (nccl): a rank has stopped or is stuck; "
+                              "aborting the communicator",
+                              pending_.front().context, timeout_.count() / 1000);
+      }
+      if (failure.empty()) continue;
+      failure_ = failure;
+      lock.unlock();
+      std::fprintf(stderr, "mgpu-worker: %s\n", failure.c_str());
+      std::fflush(stderr);
+      ncclCommAbort(comm_);
+      aborted_ = true;
+      // Kernels waiting on the aborted communicator return; if the training thread still does
+      // not reach a point where it reports the failure, end the process so it cannot hang.
+      std::this_thread::sleep_for(std::chrono::seconds(10));
+      std::fprintf(stderr, "mgpu-worker: exiting after the NCCL failure above\n");
+      std::_Exit(1);
+    }
+  }
+
+  int rank_;
+  int size_;
+  int device_;
+  std::chrono::milliseconds timeout_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  std::mutex mutex_;
+  std::list<Pending> pending_;
+  std::string failure_;
+  bool stopping_ = false;
+  std::atomic<bool> aborted_{false};
+  std::thread watchdog_;
+};
+
+void NcclWork::Wait() { owner_->WaitOn(done_); }
+
+}  // namespace
+
+std::string NewNcclUniqueId() {
+  ncclUniqueId id;
+  MGPU_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
+  return std::string(id.internal, sizeof(id.internal));
+}
+
+std::unique_ptr<Communicator> MakeNcclCommunicator(const std::string& unique_id, int rank, int size, int device_index,
+                                                   std::chrono::milliseconds timeout) {
+  return std::make_unique<NcclCommunicator>(unique_id, rank, size, device_index, timeout);
+}
+
+}  // namespace mgpu

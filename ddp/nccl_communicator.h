@@ -1,0 +1,26 @@
+// The nccl backend: the raw NCCL API on one GPU per process.
+//
+// Collectives run on a stream of the communicator's own, made to wait (cudaStreamWaitEvent) for
+// the work already queued on the caller's current stream; Wait() makes the caller's current
+// stream wait for the collective, so the host never blocks. A watchdog thread polls every
+// pending collective's completion event and ncclCommGetAsyncError; on an error or when a
+// collective outlives the timeout it aborts the communicator (ncclCommAbort, which releases
+// kernels stuck in NCCL), reports the collective, the rank and the host, and ends the process.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "ddp/communicator.h"
+
+namespace mgpu {
+
+// Bytes of an ncclUniqueId; rank 0 creates it and every rank passes the same bytes.
+std::string NewNcclUniqueId();
+
+// Throws CollectiveError (host, file:line, NCCL's error text and last error) on failure.
+std::unique_ptr<Communicator> MakeNcclCommunicator(const std::string& unique_id, int rank, int size,
+                                                   int device_index, std::chrono::milliseconds timeout);
+
+}  // namespace mgpu

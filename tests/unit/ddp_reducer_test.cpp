@@ -1,0 +1,205 @@
+// Specification of DDP's bucket plan and reducer. The reducer runs in-process against a
+// "mirror" communicator that plays a second rank holding exactly this rank's gradients (a sum is
+// a doubling), so averaged gradients must equal the local ones, and every launch is recorded.
+#include <gtest/gtest.h>
+
+#include "common/status.h"
+#include "ddp/bucket_plan.h"
+#include "ddp/distributed_data_parallel.h"
+
+namespace mgpu {
+namespace {
+
+TEST(BucketPlan, FirstBucketIsSmallThenBucketsFillToTheCap) {
+  // Six 400-byte parameters, reverse order, first cap 500, cap 1000.
+  std::vector<ParameterSlot> slots(6, ParameterSlot{400, "Float@cpu"});
+  BucketPlan plan = PlanBuckets(slots, {5, 4, 3, 2, 1, 0}, 500, 1000);
+  EXPECT_EQ(plan.buckets, (std::vector<std::vector<size_t>>{{5, 4}, {3, 2, 1}, {0}}));
+}
+
+TEST(BucketPlan, GroupsNeverShareABucket) {
+  std::vector<ParameterSlot> slots = {{100, "Float@cpu"}, {100, "Half@cpu"}, {100, "Float@cpu"}, {100, "Half@cpu"}};
+  BucketPlan plan = PlanBuckets(slots, {3, 2, 1, 0}, 1 << 20, 1 << 20);
+  EXPECT_EQ(plan.buckets, (std::vector<std::vector<size_t>>{{3, 1}, {2, 0}}));
+}
+
+TEST(BucketPlan, AParameterLargerThanTheCapStandsAlone) {
+  std::vector<ParameterSlot> slots = {{10, "f"}, {5000, "f"}, {10, "f"}};
+  BucketPlan plan = PlanBuckets(slots, {2, 1, 0}, 100, 100);
+  EXPECT_EQ(plan.buckets, (std::vector<std::vector<size_t>>{{2, 1}, {0}}));
+}
+
+TEST(BucketPlan, OrderMustListEveryParameterOnce) {
+  std::vector<ParameterSlot> slots(3, ParameterSlot{4, "f"});
+  EXPECT_THROW(PlanBuckets(slots, {0, 1}, 10, 10), std::invalid_argument);
+  EXPECT_THROW(PlanBuckets(slots, {0, 1, 1}, 10, 10), std::invalid_argument);
+}
+
+class DoneWork : public CollectiveWork {
+ public:
+  void Wait() override {}
+};
+
+class MirrorCommunicator : public Communicator {
+ public:
+  std::string backend() const override { return "mirror"; }
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::unique_ptr<CollectiveWork> AllReduceSum(torch::Tensor tensor, const std::string& what) override {
+    launches.push_back(what);
+    tensor.mul_(2);
+    return std::make_unique<DoneWork>();
+  }
+  std::unique_ptr<CollectiveWork> Broadcast(torch::Tensor, int, const std::string&) override {
+    return std::make_unique<DoneWork>();
+  }
+  std::unique_ptr<CollectiveWork> AllGather(torch::Tensor output, torch::Tensor input, const std::string&) override {
+    output.view({2, -1}).copy_(input.reshape({1, -1}).expand({2, -1}));
+    if (corrupt_rank_one_signature && input.numel() > 3) output.view({2, -1})[1][3] += 1;  // rank 1's first dim
+    return std::make_unique<DoneWork>();
+  }
+  void Barrier(const std::string&) override {}
+
+  std::vector<std::string> launches;
+  bool corrupt_rank_one_signature = false;
+};
+
+struct Mlp : torch::nn::Module {
+  Mlp() {
+    a = register_module("a", torch::nn::Linear(8, 16));
+    b = register_module("b", torch::nn::Linear(16, 16));
+    c = register_module("c", torch::nn::Linear(16, 4));
+    unused = register_module("unused", torch::nn::Linear(4, 4));
+  }
+  torch::Tensor forward(torch::Tensor x) { return c(torch::relu(b(torch::relu(a(x))))); }
+  torch::nn::Linear a{nullptr}, b{nullptr}, c{nullptr}, unused{nullptr};
+};
+
+// Gradients of the same model without DDP.
+std::vector<torch::Tensor> LocalGradients(const std::shared_ptr<Mlp>& model, const torch::Tensor& x) {
+  model->zero_grad();
+  model->forward(x).pow(2).sum().backward();
+  std::vector<torch::Tensor> grads;
+  for (auto& p : model->parameters()) grads.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+  model->zero_grad();
+  return grads;
+}
+
+DdpOptions SmallBuckets() {
+  DdpOptions options;
+  options.first_bucket_cap_bytes = 64;
+  options.bucket_cap_bytes = 600;
+  options.find_unused_parameters = true;
+  return options;
+}
+
+TEST(DistributedDataParallel, AveragedGradientsEqualLocalOnesAndBucketsLaunchInOrder) {
+  torch::manual_seed(0);
+  auto model = std::make_shared<Mlp>();
+  const torch::Tensor x = torch::randn({5, 8});
+  const std::vector<torch::Tensor> expected = LocalGradients(model, x);
+  MirrorCommunicator mirror;
+  DistributedDataParallel ddp(model, mirror, SmallBuckets());
+  const size_t buckets = ddp.BucketBytes().size();
+  ASSERT_GE(buckets, 3u);
+  for (int step = 0; step < 2; ++step) {
+    mirror.launches.clear();
+    ddp.ZeroGrad();
+    ddp.PrepareForward();
+    model->forward(x).pow(2).sum().backward();
+    ddp.FinishBackward();
+    auto params = model->parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (!expected[i].defined()) {
+        EXPECT_EQ(params[i].grad().abs().sum().item<float>(), 0.0f) << "unused parameters reduce as zeros";
+      } else {
+        EXPECT_TRUE(torch::allclose(params[i].grad(), expected[i])) << "parameter " << i << " step " << step;
+      }
+    }
+    ASSERT_EQ(mirror.launches.size(), ddp.BucketBytes().size());
+    for (size_t b = 0; b < mirror.launches.size(); ++b) {
+      EXPECT_EQ(mirror.launches[b].rfind("gradient bucket " + std::to_string(b) + " of", 0), 0u) << mirror.launches[b];
+    }
+  }
+  EXPECT_TRUE(ddp.rebuilt());
+}
+
+TEST(DistributedDataParallel, RebuiltPlanFollowsTheObservedGradientOrder) {
+  auto model = std::make_shared<Mlp>();
+  MirrorCommunicator mirror;
+  DistributedDataParallel ddp(model, mirror, SmallBuckets());
+  model->forward(torch::randn({2, 8})).sum().backward();
+  ddp.FinishBackward();
+  // Parameters 4 and 5 (layer c) become ready first; the unused layer (6, 7) goes last.
+  const auto members = ddp.BucketMembers();
+  ASSERT_FALSE(members.empty());
+  EXPECT_TRUE(members.front().front() == 4 || members.front().front() == 5);
+  EXPECT_TRUE(members.back().back() == 6 || members.back().back() == 7);
+}
+
+TEST(DistributedDataParallel, MissingGradientsAreAnErrorWithoutFindUnusedParameters) {
+  auto model = std::make_shared<Mlp>();
+  MirrorCommunicator mirror;
+  DdpOptions options;
+  DistributedDataParallel ddp(model, mirror, options);
+  model->forward(torch::randn({2, 8})).sum().backward();
+  try {
+    ddp.FinishBackward();
+    FAIL() << "expected an error naming the unused parameters";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unused.weight"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--find-unused-parameters"), std::string::npos) << e.what();
+  }
+}
+
+TEST(DistributedDataParallel, NoSyncAccumulatesLocallyAndTheNextSyncReducesTheSum) {
+  torch::manual_seed(1);
+  auto model = std::make_shared<Mlp>();
+  const torch::Tensor x = torch::randn({4, 8});
+  const std::vector<torch::Tensor> once = LocalGradients(model, x);
+  MirrorCommunicator mirror;
+  DistributedDataParallel ddp(model, mirror, SmallBuckets());
+  {
+    DistributedDataParallel::NoSync local(ddp);
+    model->forward(x).pow(2).sum().backward();
+    ddp.FinishBackward();
+  }
+  EXPECT_TRUE(mirror.launches.empty()) << "nothing is reduced inside no_sync";
+  model->forward(x).pow(2).sum().backward();
+  ddp.FinishBackward();
+  EXPECT_TRUE(torch::allclose(model->a->weight.grad(), 2 * once[0]));
+}
+
+TEST(DistributedDataParallel, GradientAsBucketViewGivesTheSameGradients) {
+  torch::manual_seed(2);
+  auto model = std::make_shared<Mlp>();
+  const torch::Tensor x = torch::randn({3, 8});
+  const std::vector<torch::Tensor> expected = LocalGradients(model, x);
+  MirrorCommunicator mirror;
+  DdpOptions options = SmallBuckets();
+  options.gradient_as_bucket_view = true;
+  DistributedDataParallel ddp(model, mirror, options);
+  for (int step = 0; step < 3; ++step) {
+    ddp.ZeroGrad();
+    model->forward(x).pow(2).sum().backward();
+    ddp.FinishBackward();
+    EXPECT_TRUE(torch::allclose(model->b->weight.grad(), expected[2])) << "step " << step;
+  }
+}
+
+TEST(DistributedDataParallel, ADifferentModelOnAnotherRankIsNamed) {
+  auto model = std::make_shared<Mlp>();
+  MirrorCommunicator mirror;
+  mirror.corrupt_rank_one_signature = true;
+  try {
+    DistributedDataParallel ddp(model, mirror, DdpOptions{});
+    FAIL() << "expected BadInputError";
+  } catch (const BadInputError& e) {
+    EXPECT_NE(std::string(e.what()).find("parameter 0 'a.weight' is 16x8 Float on rank 0 but 17x8 Float on rank 1"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace mgpu
