@@ -1,13 +1,18 @@
 #include "common/files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <climits>
 
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -56,9 +61,67 @@ std::string ReadFile(const std::string& path) {
 }
 
 void MakeDirectories(const std::string& path) {
-  std::error_code ec;
-  std::filesystem::create_directories(path, ec);
-  if (ec) throw Error(ExitCode::kFailure, "cannot create folder " + path + ": " + ec.message());
+  for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
+    const std::string prefix = path.substr(0, slash);
+    if (!prefix.empty() && ::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+      throw Error(ExitCode::kFailure, "cannot create folder " + prefix + ": " + ErrnoText());
+    }
+    if (slash == std::string::npos) break;
+  }
+  if (!IsDirectory(path)) throw Error(ExitCode::kFailure, "cannot create folder " + path + ": not a folder");
+}
+
+bool PathExists(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0;
+}
+
+bool IsRegularFile(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+long long FileSize(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 ? static_cast<long long>(info.st_size) : -1;
+}
+
+std::vector<std::string> ListDirectory(const std::string& path) {
+  std::vector<std::string> names;
+  DIR* dir = ::opendir(path.c_str());
+  if (dir == nullptr) return names;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  ::closedir(dir);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+bool RemovePath(const std::string& path) { return ::remove(path.c_str()) == 0; }
+
+void RemoveTree(const std::string& path) {
+  ::nftw(
+      path.c_str(),
+      [](const char* entry, const struct stat*, int, struct FTW*) {
+        ::remove(entry);  // keep going: remove what can be removed
+        return 0;
+      },
+      16, FTW_DEPTH | FTW_PHYS);
+}
+
+std::string ExecutableDirectory() {
+  char buffer[PATH_MAX];
+  const ssize_t length = ::readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
+  if (length <= 0) return ".";
+  const std::string self(buffer, static_cast<size_t>(length));
+  return self.substr(0, self.rfind('/'));
 }
 
 std::string TimestampForPath() {

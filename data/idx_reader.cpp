@@ -4,11 +4,11 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 
 #include <fmt/format.h>
 
+#include "common/files.h"
 #include "common/status.h"
 
 namespace mgpu {
@@ -46,8 +46,7 @@ size_t ReadSome(gzFile file, const std::string& path, void* out, size_t size) {
 }  // namespace
 
 IdxArray ReadIdxFile(const std::string& path, int expected_rank) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
+  if (!IsRegularFile(path)) {
     throw BadInputError(fmt::format("{}: file not found; expected an IDX file (raw or .gz). {}",
                                     path, kFix));
   }

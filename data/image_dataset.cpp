@@ -2,10 +2,10 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 
 #include <fmt/format.h>
 
+#include "common/files.h"
 #include "common/status.h"
 #include "data/idx_reader.h"
 
@@ -20,10 +20,9 @@ const std::vector<std::string> kDigitClasses = {"0", "1", "2", "3", "4", "5", "6
 // "train-images-idx3-ubyte" in `folder`, with or without .gz (the .gz wins if both exist).
 std::string FindIdxFile(const std::string& folder, const std::string& stem) {
   const std::string gz = folder + "/" + stem + ".gz";
-  std::error_code ec;
-  if (std::filesystem::exists(gz, ec)) return gz;
+  if (PathExists(gz)) return gz;
   const std::string raw = folder + "/" + stem;
-  if (std::filesystem::exists(raw, ec)) return raw;
+  if (PathExists(raw)) return raw;
   throw BadInputError(fmt::format(
       "data file missing: neither {} nor {} exists. Point --data-dir at a folder with the four "
       "IDX files (train/t10k images/labels){}",
@@ -89,8 +88,7 @@ std::string DefaultDataDir(const std::string& dataset) {
 
 TrainTestSplit LoadMnistLike(const std::string& dataset, const std::string& folder) {
   const auto& classes = dataset == "fashion-mnist" ? kFashionMnistClasses : kDigitClasses;
-  std::error_code ec;
-  if (!std::filesystem::is_directory(folder, ec)) {
+  if (!IsDirectory(folder)) {
     throw BadInputError(fmt::format(
         "data folder {} does not exist (data set {}). {}", folder, dataset,
         dataset == "fashion-mnist"

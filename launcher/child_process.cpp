@@ -7,8 +7,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 
+#include "common/files.h"
 #include "common/status.h"
 
 extern char** environ;
@@ -17,10 +17,8 @@ namespace mgpu {
 
 std::string WorkerExecutable() {
   if (const char* env = std::getenv("MGPU_WORKER"); env != nullptr && *env != '\0') return env;
-  std::error_code ec;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  const std::string worker = (self.parent_path() / "mgpu-worker").string();
-  if (ec || !std::filesystem::exists(worker)) {
+  const std::string worker = ExecutableDirectory() + "/mgpu-worker";
+  if (!PathExists(worker)) {
     throw Error(ExitCode::kFailure, "cannot find mgpu-worker next to this program (" + worker +
                                         "); set MGPU_WORKER to its path");
   }

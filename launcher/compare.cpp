@@ -1,7 +1,6 @@
 #include "launcher/compare.h"
 
 #include <cstdio>
-#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -39,8 +38,7 @@ int RunComparison(const ComparePlan& plan, const std::string& plan_text, const s
     argv.insert(argv.end(), {"--out", row.folder, "--name", run.name});
     std::fprintf(stderr, "\n=== run %zu/%zu: %s\n$ %s\n", i + 1, plan.runs.size(), run.name.c_str(),
                  fmt::format("{}", fmt::join(argv, " ")).c_str());
-    std::error_code ec;
-    std::filesystem::remove(row.folder + "/summary.json", ec);  // never report a stale result
+    RemovePath(row.folder + "/summary.json");  // never report a stale result
     row.exit_code = RunAndWait(argv);
     try {
       row.summary = nlohmann::json::parse(ReadFile(row.folder + "/summary.json"));

@@ -225,6 +225,8 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   if (config.threads > 0) torch::set_num_threads(static_cast<int>(config.threads));
   const Precision precision = ParsePrecision(config.precision);
   ApplyPrecisionMathMode(precision);
+  // Static shapes: let cuDNN pick its fastest convolution algorithms once (as benchmark=True).
+  if (device.is_cuda()) at::globalContext().setBenchmarkCuDNN(true);
   summary["backend"] = communicator ? communicator->backend() : "none";
   torch::manual_seed(config.seed);
 

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <optional>
 
 #include <CLI/CLI.hpp>
@@ -28,7 +27,7 @@ std::string DefaultOutputFolder(const TrainConfig& config) {
   const std::string base = fmt::format("runs/{}-{}-{}-{}", TimestampForPath(), config.model,
                                        config.dataset, config.mode);
   std::string folder = base;
-  for (int i = 2; std::filesystem::exists(folder); ++i) folder = fmt::format("{}-{}", base, i);
+  for (int i = 2; PathExists(folder); ++i) folder = fmt::format("{}-{}", base, i);
   return folder;
 }
 

@@ -26,3 +26,47 @@ TEST(CudaTraining, TrainsOnTheGpuAndReportsAllocatorPeakMemory) {
 
 }  // namespace
 }  // namespace mgpu
+
+namespace mgpu {
+namespace {
+
+using namespace mgpu::testing;
+
+// DDP over NCCL on two GPUs trains to the parameters of one GPU with the global batch (up to
+// the GPUs' non-deterministic summation order), and every rank ends with the same parameters.
+TEST(CudaDdp, NcclOnTwoGpusMatchesOneGpuWithTheGlobalBatch) {
+  if (torch::cuda::device_count() < 2) GTEST_SKIP() << "fewer than 2 CUDA devices: NCCL DDP test skipped";
+  TempDir dir;
+  WriteTinyMnistLike(dir / "data", 1280, 200);
+  const std::vector<std::string> common = {"--data-dir", dir / "data", "--optimizer", "sgd", "--lr", "0.05",
+                                           "--seed", "4", "--max-steps", "30", "--epochs", "5", "--batch-size", "64"};
+  std::vector<std::string> single = {MGPU_WORKER_BIN, "--device", "cuda:0", "--out", dir / "single"};
+  single.insert(single.end(), common.begin(), common.end());
+  CommandResult reference = RunCommand(single);
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+
+  const int port = FreeLocalPort();
+  std::vector<std::unique_ptr<BackgroundCommand>> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<std::string> argv = {MGPU_WORKER_BIN, "--mode", "ddp", "--backend", "nccl", "--out", dir / "ddp"};
+    argv.insert(argv.end(), common.begin(), common.end());
+    ranks.push_back(std::make_unique<BackgroundCommand>(
+        argv, std::vector<std::string>{"RANK=" + std::to_string(rank), "WORLD_SIZE=2", "LOCAL_RANK=" + std::to_string(rank),
+                                       "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
+                                       "NCCL_NVLS_ENABLE=0"}));
+  }
+  for (auto& rank : ranks) {
+    CommandResult result = rank->Wait();
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+  }
+  const auto ddp = nlohmann::json::parse(ReadText(dir / "ddp/summary.json"));
+  const auto one = nlohmann::json::parse(ReadText(dir / "single/summary.json"));
+  EXPECT_EQ(ddp["backend"], "nccl");
+  EXPECT_EQ(ddp["devices"], nlohmann::json::array({"cuda:0", "cuda:1"}));
+  EXPECT_EQ(ddp["rank_param_checksums"][0], ddp["rank_param_checksums"][1]);
+  EXPECT_NEAR(ddp["param_checksum"].get<double>(), one["param_checksum"].get<double>(),
+              1e-4 * one["param_checksum"].get<double>());
+}
+
+}  // namespace
+}  // namespace mgpu

@@ -4,19 +4,18 @@
 // full batch; a rank with a different model stops every rank with exit code 2.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "models/model_factory.h"
+#include "common/files.h"
 #include "tests/support/test_support.h"
 
 namespace mgpu {
 namespace {
 
 using namespace mgpu::testing;
-namespace fs = std::filesystem;
 
 nlohmann::json ReadSummary(const std::string& folder) { return nlohmann::json::parse(ReadText(folder + "/summary.json")); }
 
@@ -95,7 +94,7 @@ class DdpCli : public ::testing::Test {
     EXPECT_EQ(summary["rank_param_checksums"][0], summary["rank_param_checksums"][1]) << "every rank ends equal";
     EXPECT_EQ(summary["param_checksum"], summary["rank_param_checksums"][0]);
     EXPECT_LE(MaxRelativeDifference(out_ / (ddp_out + "/model.pt"), out_ / (single_out + "/model.pt")), 1e-5);
-    EXPECT_TRUE(fs::exists(out_ / (ddp_out + "/logs/rank-1.log")));
+    EXPECT_TRUE(PathExists(out_ / (ddp_out + "/logs/rank-1.log")));
   }
 
   TempDir data_;

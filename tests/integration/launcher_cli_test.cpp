@@ -1,17 +1,16 @@
 // mgpu compare / mgpu demo end to end.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
+#include "common/files.h"
 #include "tests/support/test_support.h"
 
 namespace mgpu {
 namespace {
 
 using namespace mgpu::testing;
-namespace fs = std::filesystem;
 
 TEST(MgpuCompare, RunsEveryRowReportsFailuresAndKeepsGoing) {
   TempDir dir;
@@ -24,7 +23,7 @@ TEST(MgpuCompare, RunsEveryRowReportsFailuresAndKeepsGoing) {
   CommandResult result = RunCommand({MGPU_LAUNCHER_BIN, "compare", dir / "plan.yaml", "--out", dir / "out"});
   EXPECT_EQ(result.exit_code, 1) << "one run fails: " << result.output;
   for (const char* file : {"comparison.csv", "comparison.json", "report.md", "compare.yaml"}) {
-    EXPECT_TRUE(fs::exists(dir / (std::string("out/") + file))) << file;
+    EXPECT_TRUE(PathExists(dir / (std::string("out/") + file))) << file;
   }
   const auto doc = nlohmann::json::parse(ReadText(dir / "out/comparison.json"));
   ASSERT_EQ(doc["runs"].size(), 4u);
@@ -45,7 +44,7 @@ TEST(MgpuCompare, BadPlanIsExitTwoBeforeAnyRun) {
   CommandResult result = RunCommand({MGPU_LAUNCHER_BIN, "compare", dir / "plan.yaml", "--out", dir / "out"});
   EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_NE(result.output.find("plan.yaml:1: unknown option 'bogus-option'"), std::string::npos) << result.output;
-  EXPECT_FALSE(fs::exists(dir / "out"));
+  EXPECT_FALSE(PathExists(dir / "out"));
 }
 
 TEST(MgpuDemo, QuickDemoComparesItsRunsOnFashionMnist) {

@@ -1,17 +1,16 @@
 // mgpu-worker end to end: real processes, real files, the contract's outputs and exit codes.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
+#include "common/files.h"
 #include "tests/support/test_support.h"
 
 namespace mgpu {
 namespace {
 
 using namespace mgpu::testing;
-namespace fs = std::filesystem;
 
 // The contract's summary.json fields (../shared/CONTRACT.md).
 const std::vector<std::string> kSummaryFields = {
@@ -67,8 +66,8 @@ TEST_F(WorkerCli, TrainsAndWritesEveryContractOutput) {
   EXPECT_NE(ReadText(out_ / "run/logs/rank-0.log").find("rank source"), std::string::npos);
   EXPECT_NE(ReadText(out_ / "run/config.yaml").find("batch-size: 32"), std::string::npos);
   bool events = false;
-  for (const auto& entry : fs::directory_iterator(out_ / "run")) {
-    events |= entry.path().filename().string().rfind("events.out.tfevents.", 0) == 0 && fs::file_size(entry) > 0;
+  for (const auto& name : ListDirectory(out_ / "run")) {
+    events |= name.rfind("events.out.tfevents.", 0) == 0 && FileSize(out_ / ("run/" + name)) > 0;
   }
   EXPECT_TRUE(events);
 }
@@ -126,7 +125,7 @@ TEST_F(WorkerCli, BadFlagsAndConfigKeysAreExitTwoBeforeTraining) {
   CommandResult bad_key = Train("z", {"--config", out_ / "bad.yaml"});
   EXPECT_EQ(bad_key.exit_code, 2);
   EXPECT_NE(bad_key.output.find("unknown key 'learning-rate'"), std::string::npos) << bad_key.output;
-  EXPECT_FALSE(fs::exists(out_ / "z")) << "nothing is written for a run that never started";
+  EXPECT_FALSE(PathExists(out_ / "z")) << "nothing is written for a run that never started";
 }
 
 TEST_F(WorkerCli, SingleModeRefusesAMultiRankEnvironment) {
@@ -147,7 +146,7 @@ TEST_F(WorkerCli, HelpListsOptionsAndExitsZero) {
 // dataset-fashion-mnist, installed by `make deps`) reaches at least 84% test accuracy.
 TEST(WorkerOnFashionMnist, OneEpochReachesAtLeast84Percent) {
   const std::string data = "/usr/share/datasets/fashion-mnist";
-  ASSERT_TRUE(fs::exists(data + "/train-images-idx3-ubyte.gz"))
+  ASSERT_TRUE(PathExists(data + "/train-images-idx3-ubyte.gz"))
       << data << " is missing: run `make deps` (it installs dataset-fashion-mnist)";
   TempDir out;
   CommandResult result = RunCommand({MGPU_WORKER_BIN, "--model", "lenet", "--dataset", "fashion-mnist",

@@ -1,5 +1,7 @@
 #include "tests/support/test_support.h"
 
+#include "common/files.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -11,7 +13,6 @@
 #include <zlib.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -21,14 +22,14 @@ extern char** environ;
 namespace mgpu::testing {
 
 TempDir::TempDir() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "mgpu-test-XXXXXX").string();
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/mgpu-test-XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   path_ = pattern;
 }
 
 TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
+  RemoveTree(path_);
 }
 
 void WriteBytes(const std::string& path, const std::string& bytes) {
@@ -68,7 +69,7 @@ void WriteTinyMnistLike(const std::string& folder, int train, int test, int size
     WriteGzip(folder + "/" + prefix + "-images-idx3-ubyte.gz", IdxBytes({n, size, size}, pixels));
     WriteGzip(folder + "/" + prefix + "-labels-idx1-ubyte.gz", IdxBytes({n}, labels));
   };
-  std::filesystem::create_directories(folder);
+  MakeDirectories(folder);
   write_split("train", train);
   write_split("t10k", test);
 }
