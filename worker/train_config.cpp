@@ -10,6 +10,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/status.h"
+#include "models/model_factory.h"
 
 namespace mgpu {
 namespace {
@@ -115,7 +116,7 @@ OptionSpec StringOption(std::string name, std::vector<std::string> aliases, std:
 
 std::vector<OptionSpec> BuildOptions() {
   std::vector<OptionSpec> o;
-  o.push_back(StringOption("model", {}, &TrainConfig::model, {"lenet"}, "model architecture"));
+  o.push_back(StringOption("model", {}, &TrainConfig::model, ModelNames(), "model architecture (VGG with batch norm)"));
   o.push_back(StringOption("dataset", {}, &TrainConfig::dataset, {"fashion-mnist", "mnist"},
                            "data set"));
   o.push_back(StringOption("data-dir", {"data_dir"}, &TrainConfig::data_dir, {},
