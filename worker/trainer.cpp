@@ -14,6 +14,7 @@
 #include "common/files.h"
 #include "common/status.h"
 #include "data/batch_loader.h"
+#include "data/datasets.h"
 #include "data/image_dataset.h"
 #include "ddp/distributed_sampler.h"
 #include "models/model_factory.h"
@@ -81,10 +82,10 @@ struct Evaluation {
 };
 
 Evaluation Evaluate(Classifier& model, const ImageDataset& test, int64_t batch_size,
-                    const torch::Device& device) {
+                    const torch::Device& device, std::shared_ptr<const Augmentation> augmentation) {
   torch::NoGradGuard no_grad;
   model.eval();
-  BatchLoader loader(test, LoaderOptions{batch_size, 0, 2, device.is_cuda()});
+  BatchLoader loader(test, LoaderOptions{batch_size, 0, 2, device.is_cuda(), std::move(augmentation)});
   std::vector<int64_t> order(static_cast<size_t>(test.size()));
   for (int64_t i = 0; i < test.size(); ++i) order[static_cast<size_t>(i)] = i;
   loader.StartEpoch(std::move(order));
@@ -189,13 +190,16 @@ void Train(const TrainConfig& config, const WorldInfo& world, RunOutputs& output
   // Data.
   const std::string data_dir = config.data_dir.empty() ? DefaultDataDir(config.dataset) : config.data_dir;
   const auto load_start = Clock::now();
-  const TrainTestSplit data = LoadMnistLike(config.dataset, data_dir);
+  const TrainTestSplit data = LoadDataset(config.dataset, data_dir, DatasetOptionsFrom(config));
   const double load_seconds = SecondsSince(load_start);
+  for (const std::string& warning : data.warnings) log.warn("{}", warning);
   summary["class_names"] = data.train.class_names;
+  const auto augmentation = std::make_shared<const Augmentation>(AugmentOptionsFrom(config));
+  const ImageSize image_size = augmentation->OutputSize({data.train.height(), data.train.width()});
 
   // Model and optimizer.
   auto model = MakeModel(config.model, ModelShape{data.train.channels(), data.train.num_classes(),
-                                                  data.train.height(), data.train.width()});
+                                                  image_size.height, image_size.width});
   model->to(device);
   model->train();
   FusedOptimizer optimizer = MakeOptimizer(config, model->parameters());
@@ -203,7 +207,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, RunOutputs& output
 
   DistributedSampler sampler(data.train.size(), world.rank, world.world_size, /*shuffle=*/true, config.seed);
   BatchLoader loader(data.train, LoaderOptions{config.batch_size, static_cast<int>(config.num_workers), 2,
-                                               device.is_cuda()});
+                                               device.is_cuda(), augmentation});
   const int64_t steps_per_epoch = (sampler.shard_size() + config.batch_size - 1) / config.batch_size;
 
   LogStartupTable(log, config,
@@ -224,7 +228,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, RunOutputs& output
   double last_loss = std::nan("");
   for (int64_t epoch = 0; epoch < config.epochs && !stop; ++epoch) {
     const auto epoch_start = Clock::now();
-    loader.StartEpoch(sampler.EpochIndices(epoch));
+    loader.StartEpoch(sampler.EpochIndices(epoch), epoch);
     progress.StartEpoch(epoch, config.epochs, steps_per_epoch);
     double data_wait = 0;
     int64_t images_seen = 0, epoch_steps = 0;
@@ -287,7 +291,8 @@ void Train(const TrainConfig& config, const WorldInfo& world, RunOutputs& output
     progress.EndEpoch();
 
     const auto eval_start = Clock::now();
-    const Evaluation eval = Evaluate(*model, data.test, config.eval_batch_size, device);
+    const Evaluation eval =
+        Evaluate(*model, data.test, config.eval_batch_size, device, augmentation->ForEvaluation());
     const double eval_seconds = SecondsSince(eval_start);
     if (!std::isfinite(train_loss)) {
       throw DivergedError(fmt::format("training loss became {} in epoch {} (step {}); lower --lr",
