@@ -12,6 +12,8 @@ BatchLoader::BatchLoader(const ImageDataset& dataset, LoaderOptions options)
     scale_.push_back(1.0f / (255.0f * dataset_.stddev[c]));
     shift_.push_back(-dataset_.mean[c] / dataset_.stddev[c]);
   }
+  const ImageSize stored{dataset_.height(), dataset_.width()};
+  out_size_ = options_.augmentation ? options_.augmentation->OutputSize(stored) : stored;
   for (int i = 0; i < options_.num_workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
@@ -24,10 +26,11 @@ BatchLoader::~BatchLoader() {
   for (auto& worker : workers_) worker.join();
 }
 
-void BatchLoader::StartEpoch(std::vector<int64_t> indices) {
+void BatchLoader::StartEpoch(std::vector<int64_t> indices, int64_t epoch) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++generation_;
+    epoch_ = epoch;
     num_batches_ =
         (static_cast<int64_t>(indices.size()) + options_.batch_size - 1) / options_.batch_size;
     indices_ = std::make_shared<const std::vector<int64_t>>(std::move(indices));
@@ -42,7 +45,7 @@ void BatchLoader::StartEpoch(std::vector<int64_t> indices) {
 std::optional<Batch> BatchLoader::Next() {
   if (workers_.empty()) {
     if (next_to_deliver_ >= num_batches_) return std::nullopt;
-    return Build(*indices_, next_to_deliver_++);
+    return Build(*indices_, epoch_, next_to_deliver_++);
   }
   std::unique_lock<std::mutex> lock(mutex_);
   if (next_to_deliver_ >= num_batches_) return std::nullopt;
@@ -68,12 +71,13 @@ void BatchLoader::WorkerLoop() {
     if (stopping_) return;
     const int64_t batch_index = next_to_build_++;
     const uint64_t generation = generation_;
+    const int64_t epoch = epoch_;
     const std::shared_ptr<const std::vector<int64_t>> indices = indices_;
     lock.unlock();
     Batch batch;
     std::exception_ptr error;
     try {
-      batch = Build(*indices, batch_index);
+      batch = Build(*indices, epoch, batch_index);
     } catch (...) {
       error = std::current_exception();
     }
@@ -88,28 +92,39 @@ void BatchLoader::WorkerLoop() {
   }
 }
 
-Batch BatchLoader::Build(const std::vector<int64_t>& indices, int64_t batch_index) const {
+Batch BatchLoader::Build(const std::vector<int64_t>& indices, int64_t epoch,
+                         int64_t batch_index) const {
   const int64_t begin = batch_index * options_.batch_size;
   const int64_t count =
       std::min<int64_t>(options_.batch_size, static_cast<int64_t>(indices.size()) - begin);
   const int64_t channels = dataset_.channels();
-  const int64_t plane = dataset_.height() * dataset_.width();
+  const ImageSize stored{dataset_.height(), dataset_.width()};
+  const int64_t stored_plane = stored.height * stored.width;
+  const int64_t plane = out_size_.height * out_size_.width;
+  const Augmentation* augmentation =
+      options_.augmentation && !options_.augmentation->identity() ? options_.augmentation.get() : nullptr;
   const auto float_options = torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(options_.pin_memory);
   const auto label_options = torch::TensorOptions().dtype(torch::kInt64).pinned_memory(options_.pin_memory);
 
   Batch batch;
   batch.index = batch_index;
-  batch.images = torch::empty({count, channels, dataset_.height(), dataset_.width()}, float_options);
+  batch.images = torch::empty({count, channels, out_size_.height, out_size_.width}, float_options);
   batch.labels = torch::empty({count}, label_options);
   const uint8_t* pixels = dataset_.images.data_ptr<uint8_t>();
   const int64_t* labels = dataset_.labels.data_ptr<int64_t>();
   float* out = batch.images.data_ptr<float>();
   int64_t* label_out = batch.labels.data_ptr<int64_t>();
+  std::vector<uint8_t> augmented(augmentation ? static_cast<size_t>(channels * plane) : 0);
   for (int64_t i = 0; i < count; ++i) {
     const int64_t sample = indices[static_cast<size_t>(begin + i)];
     label_out[i] = labels[sample];
+    const uint8_t* sample_pixels = pixels + sample * channels * stored_plane;  // (C, H, W)
+    if (augmentation) {
+      augmentation->Apply(sample_pixels, channels, stored, epoch, sample, augmented.data());
+      sample_pixels = augmented.data();  // (C, H', W')
+    }
     for (int64_t c = 0; c < channels; ++c) {
-      const uint8_t* src = pixels + (sample * channels + c) * plane;
+      const uint8_t* src = sample_pixels + c * plane;
       float* dst = out + (i * channels + c) * plane;
       const float scale = scale_[static_cast<size_t>(c)];
       const float shift = shift_[static_cast<size_t>(c)];

@@ -3,7 +3,8 @@
 // With num_workers = 0 the caller's thread builds each batch when it asks for it (the time it
 // takes is the epoch's data-wait time). With N > 0, N threads build batches ahead, at most
 // N * prefetch_per_worker waiting, and Next() hands them out in index order. A batch's contents
-// depend only on the index list, never on the number of workers or their timing.
+// depend only on the index list and the epoch (which keys the augmentation's random draws),
+// never on the number of workers or their timing.
 #pragma once
 
 #include <condition_variable>
@@ -18,6 +19,7 @@
 
 #include <torch/torch.h>
 
+#include "data/augment.h"
 #include "data/image_dataset.h"
 
 namespace mgpu {
@@ -27,6 +29,9 @@ struct LoaderOptions {
   int num_workers = 0;
   int prefetch_per_worker = 2;
   bool pin_memory = false;  // page-locked batches, for non-blocking copies to a GPU
+  // Applied to each sample's uint8 pixels before normalization; nullptr: none. Batches have
+  // its OutputSize().
+  std::shared_ptr<const Augmentation> augmentation = nullptr;
 };
 
 struct Batch {
@@ -45,25 +50,27 @@ class BatchLoader {
   BatchLoader& operator=(const BatchLoader&) = delete;
 
   // Starts a pass over `indices`; an unfinished previous pass is abandoned. The last batch may
-  // be smaller than batch_size.
-  void StartEpoch(std::vector<int64_t> indices);
+  // be smaller than batch_size. `epoch` keys the augmentation's random draws.
+  void StartEpoch(std::vector<int64_t> indices, int64_t epoch = 0);
   // The next batch of the pass, or nullopt once it is done. Rethrows a worker's exception.
   std::optional<Batch> Next();
   int64_t batches_in_epoch() const { return num_batches_; }
 
  private:
-  Batch Build(const std::vector<int64_t>& indices, int64_t batch_index) const;
+  Batch Build(const std::vector<int64_t>& indices, int64_t epoch, int64_t batch_index) const;
   void WorkerLoop();
 
   const ImageDataset& dataset_;
   const LoaderOptions options_;
   std::vector<float> scale_;  // per channel: 1 / (255 * stddev)
   std::vector<float> shift_;  // per channel: -mean / stddev
+  ImageSize out_size_;        // the batches' (H, W), after augmentation
 
   std::mutex mutex_;
   std::condition_variable work_available_;
   std::condition_variable batch_ready_;
   std::shared_ptr<const std::vector<int64_t>> indices_;
+  int64_t epoch_ = 0;
   uint64_t generation_ = 0;       // bumped by StartEpoch; stale work is dropped
   int64_t num_batches_ = 0;
   int64_t next_to_build_ = 0;

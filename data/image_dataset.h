@@ -26,11 +26,14 @@ struct ImageDataset {
 struct TrainTestSplit {
   ImageDataset train;
   ImageDataset test;
-  std::string folder;  // where the files were read from
+  std::string folder;                 // where the files were read from
+  std::vector<std::string> warnings = {};  // for the log, e.g. images left out as unreadable
 };
 
 // Default folder of a named data set: $FASHION_MNIST_DIR or Debian's
-// /usr/share/datasets/fashion-mnist for fashion-mnist; $MNIST_DIR for mnist.
+// /usr/share/datasets/fashion-mnist for fashion-mnist; $MNIST_DIR for mnist; $CIFAR10_DIR for
+// cifar10; "" for synthetic (nothing is read). Throws BadInputError, saying to pass --data-dir,
+// where there is none.
 std::string DefaultDataDir(const std::string& dataset);
 
 // Loads "fashion-mnist" or "mnist" from `folder` (the four IDX files, raw or .gz). Checks that

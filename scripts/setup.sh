@@ -20,6 +20,7 @@ readonly DEBIAN_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libfmt-dev libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libgloo-dev
+  libjpeg62-turbo-dev libpng-dev
   dataset-fashion-mnist
 )
 

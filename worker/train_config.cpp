@@ -10,6 +10,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/status.h"
+#include "data/augment.h"
+#include "data/datasets.h"
+#include "models/model_factory.h"
 
 namespace mgpu {
 namespace {
@@ -115,13 +118,59 @@ OptionSpec StringOption(std::string name, std::vector<std::string> aliases, std:
 
 std::vector<OptionSpec> BuildOptions() {
   std::vector<OptionSpec> o;
-  o.push_back(StringOption("model", {}, &TrainConfig::model, {"lenet"}, "model architecture"));
-  o.push_back(StringOption("dataset", {}, &TrainConfig::dataset, {"fashion-mnist", "mnist"},
-                           "data set"));
+  o.push_back(StringOption("model", {}, &TrainConfig::model, ModelNames(), "model architecture (VGG with batch norm)"));
+  o.push_back(StringOption("dataset", {}, &TrainConfig::dataset, DatasetNames(),
+                           "data set (synthetic: random images, for measuring compute alone)"));
   o.push_back(StringOption("data-dir", {"data_dir"}, &TrainConfig::data_dir, {},
                            "folder with the data set's files (default: the data set's standard folder)"));
   o.push_back(IntOption("num-workers", {"num_workers"}, &TrainConfig::num_workers, 0,
                         "loader threads (0: batches are built on the training thread)"));
+  o.push_back(IntOption("image-size", {"image_size"}, &TrainConfig::image_size, 1,
+                        "imagefolder: side in pixels images are resized to when loaded; synthetic: "
+                        "the images' side"));
+  o.push_back(StringOption("on-bad-image", {"on_bad_image"}, &TrainConfig::on_bad_image,
+                           {"fail", "skip"},
+                           "imagefolder: an image that cannot be decoded stops the run (fail) or is "
+                           "left out and logged (skip)"));
+  o.push_back(IntOption("synthetic-train", {}, &TrainConfig::synthetic_train, 1,
+                        "synthetic: number of training images"));
+  o.push_back(IntOption("synthetic-test", {}, &TrainConfig::synthetic_test, 1,
+                        "synthetic: number of test images"));
+  o.push_back(StringOption("augment", {}, &TrainConfig::augment, AugmentNames(),
+                           "per-sample training augmentation (affine: RandomAffine; crop-flip: pad, "
+                           "random crop, flip; resize: to --resize; rrc-flip: RandomResizedCrop to "
+                           "--resize, flip)"));
+  o.push_back(DoubleOption("affine-degrees", &TrainConfig::affine_degrees, true,
+                           "affine: rotation drawn from [-degrees, degrees]"));
+  o.push_back(DoubleOption("affine-translate", &TrainConfig::affine_translate, true,
+                           "affine: shift drawn up to this fraction of the width and height"));
+  {
+    OptionSpec scale;
+    scale.name = "affine-scale";
+    scale.help = "affine: scale factor drawn from lo,hi";
+    scale.set = [](TrainConfig& c, const std::string& t) {
+      const size_t comma = t.find(',');
+      if (comma == std::string::npos) {
+        throw BadInputError(fmt::format("'{}' is not a range lo,hi (e.g. 0.9,1.1)", t));
+      }
+      const double lo = ParsePositiveDouble(t.substr(0, comma), false);
+      const double hi = ParsePositiveDouble(t.substr(comma + 1), false);
+      if (lo > hi) throw BadInputError(fmt::format("'{}': lo must not exceed hi", t));
+      c.affine_scale_min = lo;
+      c.affine_scale_max = hi;
+    };
+    scale.get = [](const TrainConfig& c) {
+      return FormatDouble(c.affine_scale_min) + "," + FormatDouble(c.affine_scale_max);
+    };
+    o.push_back(scale);
+  }
+  o.push_back(StringOption("affine-interpolation", {}, &TrainConfig::affine_interpolation,
+                           InterpolationNames(), "affine: pixel interpolation (torchvision's default: nearest)"));
+  o.push_back(IntOption("crop-padding", {}, &TrainConfig::crop_padding, 0,
+                        "crop-flip: zero padding on each side before the random crop"));
+  o.push_back(IntOption("resize", {}, &TrainConfig::resize, 0,
+                        "resize and rrc-flip: output side in pixels (e.g. 227 for AlexNet on CIFAR-10; "
+                        "rrc-flip: 0 keeps the input size); evaluation resizes to it too"));
   o.push_back(IntOption("epochs", {}, &TrainConfig::epochs, 1, "passes over the training set"));
   o.push_back(IntOption("max-steps", {"max_steps"}, &TrainConfig::max_steps, 0,
                         "stop after this many optimizer steps (0: no limit)"));
@@ -295,6 +344,18 @@ void ValidateConfig(const TrainConfig& config) {
   if (config.nesterov && config.momentum <= 0) {
     throw BadInputError("--nesterov needs --momentum > 0");
   }
+  Augmentation checked(AugmentOptionsFrom(config));  // throws for impossible parameters
+}
+
+DatasetOptions DatasetOptionsFrom(const TrainConfig& config) {
+  return DatasetOptions{config.image_size, config.on_bad_image, config.synthetic_train,
+                        config.synthetic_test, config.seed};
+}
+
+AugmentOptions AugmentOptionsFrom(const TrainConfig& config) {
+  return AugmentOptions{config.augment,          config.affine_degrees,   config.affine_translate,
+                        config.affine_scale_min, config.affine_scale_max, config.affine_interpolation,
+                        config.crop_padding,     config.resize,           config.seed};
 }
 
 std::string ConfigToYaml(const TrainConfig& config) {

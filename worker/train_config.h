@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "data/augment.h"
+#include "data/datasets.h"
+
 namespace mgpu {
 
 struct TrainConfig {
@@ -22,6 +25,20 @@ struct TrainConfig {
   std::string dataset = "fashion-mnist";
   std::string data_dir;     // empty: the data set's default folder
   int64_t num_workers = 0;  // loader threads; 0 builds batches on the training thread
+  int64_t image_size = 64;  // imagefolder: images are resized to this side; synthetic: the side
+  std::string on_bad_image = "fail";  // imagefolder: fail | skip
+  int64_t synthetic_train = 50000;
+  int64_t synthetic_test = 10000;
+
+  // Augmentation (data/augment.h).
+  std::string augment = "none";
+  double affine_degrees = 10;
+  double affine_translate = 0.1;
+  double affine_scale_min = 0.9;
+  double affine_scale_max = 1.1;
+  std::string affine_interpolation = "nearest";
+  int64_t crop_padding = 4;
+  int64_t resize = 0;
 
   // Optimization.
   int64_t epochs = 1;
@@ -88,6 +105,10 @@ void ApplyYamlFile(TrainConfig& config, const std::string& path);
 
 // Checks relations between options (e.g. device availability is checked later, at start-up).
 void ValidateConfig(const TrainConfig& config);
+
+// The data set and augmentation options of `config` (seeded with config.seed).
+DatasetOptions DatasetOptionsFrom(const TrainConfig& config);
+AugmentOptions AugmentOptionsFrom(const TrainConfig& config);
 
 // The effective configuration as YAML (every option, canonical names).
 std::string ConfigToYaml(const TrainConfig& config);

@@ -14,6 +14,7 @@
 #include "common/files.h"
 #include "common/status.h"
 #include "data/batch_loader.h"
+#include "data/datasets.h"
 #include "data/image_dataset.h"
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/distributed_sampler.h"
@@ -90,10 +91,11 @@ struct Evaluation {
 
 // Each rank evaluates every size()-th test image; the counts are summed over the ranks.
 Evaluation Evaluate(Classifier& model, const ImageDataset& test, int64_t batch_size,
-                    const torch::Device& device, int rank, RankGroup& ranks) {
+                    const torch::Device& device, int rank, RankGroup& ranks,
+                    std::shared_ptr<const Augmentation> augmentation) {
   torch::NoGradGuard no_grad;
   model.eval();
-  BatchLoader loader(test, LoaderOptions{batch_size, 0, 2, device.is_cuda()});
+  BatchLoader loader(test, LoaderOptions{batch_size, 0, 2, device.is_cuda(), std::move(augmentation)});
   std::vector<int64_t> order;
   for (int64_t i = rank; i < test.size(); i += ranks.size()) order.push_back(i);
   loader.StartEpoch(std::move(order));
@@ -233,13 +235,16 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   // Data.
   const std::string data_dir = config.data_dir.empty() ? DefaultDataDir(config.dataset) : config.data_dir;
   const auto load_start = Clock::now();
-  const TrainTestSplit data = LoadMnistLike(config.dataset, data_dir);
+  const TrainTestSplit data = LoadDataset(config.dataset, data_dir, DatasetOptionsFrom(config));
   const double load_seconds = SecondsSince(load_start);
+  for (const std::string& warning : data.warnings) log.warn("{}", warning);
   summary["class_names"] = data.train.class_names;
+  const auto augmentation = std::make_shared<const Augmentation>(AugmentOptionsFrom(config));
+  const ImageSize image_size = augmentation->OutputSize({data.train.height(), data.train.width()});
 
   // Model, DDP wrapper and optimizer.
   auto model = MakeModel(config.model, ModelShape{data.train.channels(), data.train.num_classes(),
-                                                  data.train.height(), data.train.width()});
+                                                  image_size.height, image_size.width});
   model->to(device);
   model->train();
   std::unique_ptr<DistributedDataParallel> replicated;
@@ -256,7 +261,8 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   summary["parameters"] = CountParameters(*model);
 
   DistributedSampler sampler(data.train.size(), world.rank, world.world_size, /*shuffle=*/true, config.seed);
-  BatchLoader loader(data.train, LoaderOptions{micro_batch, static_cast<int>(config.num_workers), 2, device.is_cuda()});
+  BatchLoader loader(data.train, LoaderOptions{micro_batch, static_cast<int>(config.num_workers), 2, device.is_cuda(),
+                                               augmentation});
   const int64_t micro_batches_per_epoch = (sampler.shard_size() + micro_batch - 1) / micro_batch;
   const int64_t steps_per_epoch = (micro_batches_per_epoch + config.grad_accum - 1) / config.grad_accum;
 
@@ -280,7 +286,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   double last_loss = std::nan("");
   for (int64_t epoch = 0; epoch < config.epochs && !stop; ++epoch) {
     const auto epoch_start = Clock::now();
-    loader.StartEpoch(sampler.EpochIndices(epoch));
+    loader.StartEpoch(sampler.EpochIndices(epoch), epoch);
     progress.StartEpoch(epoch, config.epochs, steps_per_epoch);
     double data_wait = 0, comm_wait = 0;
     int64_t images_seen = 0, epoch_steps = 0, micro = 0;
@@ -365,7 +371,8 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
     progress.EndEpoch();
 
     const auto eval_start = Clock::now();
-    const Evaluation eval = Evaluate(*model, data.test, config.eval_batch_size, device, world.rank, ranks);
+    const Evaluation eval = Evaluate(*model, data.test, config.eval_batch_size, device, world.rank, ranks,
+                                     augmentation->ForEvaluation());
     const double eval_seconds = SecondsSince(eval_start);
     if (!std::isfinite(train_loss)) {
       throw DivergedError(fmt::format("training loss became {} in epoch {} (step {}); lower --lr",

@@ -84,6 +84,30 @@ TEST_F(WorkerCli, SameSeedGivesTheSameParametersWhateverTheLoaderThreads) {
   EXPECT_EQ(ReadSummary(out_ / "a")["steps"], 15);
 }
 
+TEST_F(WorkerCli, AugmentedRunsAreReproducibleWhateverTheLoaderThreads) {
+  const std::vector<std::string> flags = {"--max-steps", "8", "--seed", "5", "--augment", "affine"};
+  std::vector<std::string> threaded = flags;
+  threaded.insert(threaded.end(), {"--num-workers", "3"});
+  ASSERT_EQ(Train("a", flags).exit_code, 0);
+  ASSERT_EQ(Train("b", threaded).exit_code, 0);
+  ASSERT_EQ(Train("plain", {"--max-steps", "8", "--seed", "5"}).exit_code, 0);
+  const double a = ReadSummary(out_ / "a")["param_checksum"];
+  EXPECT_EQ(a, ReadSummary(out_ / "b")["param_checksum"].get<double>());
+  EXPECT_NE(a, ReadSummary(out_ / "plain")["param_checksum"].get<double>()) << "augmentation changed nothing";
+}
+
+TEST_F(WorkerCli, ModelIsBuiltForTheAugmentedImageSize) {
+  // Synthetic 3x32x32 images resized to 40x40: LeNet's first fully connected layer sees
+  // 16 x 8 x 8 features, 136,886 parameters in all (for 32x32 it would be 83,126).
+  CommandResult result = Train("run", {"--dataset", "synthetic", "--synthetic-train", "64",
+                                       "--synthetic-test", "32", "--image-size", "32", "--augment",
+                                       "resize", "--resize", "40", "--max-steps", "2"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const nlohmann::json summary = ReadSummary(out_ / "run");
+  EXPECT_EQ(summary["parameters"], 136886);
+  EXPECT_EQ(summary["dataset"], "synthetic");
+}
+
 TEST_F(WorkerCli, ConfigFileSetsOptionsAndFlagsWin) {
   WriteBytes(out_ / "c.yaml", "batch_size: 64\noptimizer: sgd\nlr: 0.05\nmax-steps: 3\n");
   CommandResult result = Train("run", {"--config", out_ / "c.yaml", "--max-steps", "4"});

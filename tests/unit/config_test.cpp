@@ -115,5 +115,66 @@ TEST(TrainConfig, ValidationRejectsBadDevicesAndMisplacedMomentum) {
   EXPECT_THROW(ValidateConfig(config), BadInputError);
 }
 
+TEST(TrainConfig, ModelAndDatasetChoicesComeFromTheirFactories) {
+  TrainConfig config;
+  for (const char* model : {"alexnet", "vgg19", "resnet50"}) {
+    FindTrainOption("model")->set(config, model);
+    EXPECT_EQ(config.model, model);
+  }
+  for (const char* dataset : {"cifar10", "imagefolder", "synthetic"}) {
+    FindTrainOption("dataset")->set(config, dataset);
+    EXPECT_EQ(config.dataset, dataset);
+  }
+  EXPECT_THROW(FindTrainOption("model")->set(config, "vgg19_bn"), BadInputError);
+  EXPECT_THROW(FindTrainOption("dataset")->set(config, "imagenet"), BadInputError);
+}
+
+TEST(TrainConfig, AugmentationOptionsReachTheAugmentation) {
+  TempDir dir;
+  WriteBytes(dir / "c.yaml",
+             "augment: affine\naffine-degrees: 15\naffine_translate: 0.2\naffine-scale: 0.8,1.25\n"
+             "affine-interpolation: bilinear\nseed: 9\n");
+  TrainConfig config;
+  ApplyYamlFile(config, dir / "c.yaml");
+  const AugmentOptions options = AugmentOptionsFrom(config);
+  EXPECT_EQ(options.kind, "affine");
+  EXPECT_DOUBLE_EQ(options.affine_degrees, 15);
+  EXPECT_DOUBLE_EQ(options.affine_translate, 0.2);
+  EXPECT_DOUBLE_EQ(options.affine_scale_min, 0.8);
+  EXPECT_DOUBLE_EQ(options.affine_scale_max, 1.25);
+  EXPECT_EQ(options.affine_interpolation, "bilinear");
+  EXPECT_EQ(options.seed, 9u);
+  EXPECT_EQ(FindTrainOption("affine-scale")->get(config), "0.8,1.25");
+  EXPECT_THROW(FindTrainOption("affine-scale")->set(config, "1.1"), BadInputError);
+  EXPECT_THROW(FindTrainOption("affine-scale")->set(config, "1.1,0.9"), BadInputError);
+  EXPECT_THROW(FindTrainOption("augment")->set(config, "mixup"), BadInputError);
+}
+
+TEST(TrainConfig, ValidationRejectsImpossibleAugmentation) {
+  TrainConfig config;
+  config.augment = "resize";
+  EXPECT_THROW(ValidateConfig(config), BadInputError);  // --resize N is needed
+  config.resize = 227;
+  EXPECT_NO_THROW(ValidateConfig(config));
+  config.augment = "affine";
+  config.affine_translate = 2;
+  EXPECT_THROW(ValidateConfig(config), BadInputError);
+}
+
+TEST(TrainConfig, DatasetOptionsCarryImageSizeBadImagePolicyAndSeed) {
+  TrainConfig config;
+  FindTrainOption("image-size")->set(config, "256");
+  FindTrainOption("on-bad-image")->set(config, "skip");
+  FindTrainOption("synthetic-train")->set(config, "500");
+  config.seed = 3;
+  const DatasetOptions options = DatasetOptionsFrom(config);
+  EXPECT_EQ(options.image_size, 256);
+  EXPECT_EQ(options.on_bad_image, "skip");
+  EXPECT_EQ(options.synthetic_train, 500);
+  EXPECT_EQ(options.synthetic_test, 10000);
+  EXPECT_EQ(options.seed, 3u);
+  EXPECT_THROW(FindTrainOption("on-bad-image")->set(config, "ignore"), BadInputError);
+}
+
 }  // namespace
 }  // namespace mgpu

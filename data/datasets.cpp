@@ -1,0 +1,96 @@
+#include "data/datasets.h"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "common/status.h"
+#include "data/cifar10.h"
+#include "data/counter_rng.h"
+#include "data/image_folder.h"
+
+namespace mgpu {
+namespace {
+
+constexpr int64_t kSyntheticClasses = 10;
+
+// Every byte b of the split is byte (b % 8) of the draw b / 8 of the stream (seed, split, 0):
+// the result does not depend on how the work is divided among threads.
+ImageDataset SyntheticSplit(const std::string& name, uint64_t split_id, int64_t n, int64_t side,
+                            uint64_t seed) {
+  ImageDataset split;
+  split.name = "synthetic/" + name;
+  split.images = torch::empty({n, 3, side, side}, torch::kUInt8);  // (N, 3, S, S)
+  uint8_t* pixels = split.images.data_ptr<uint8_t>();
+  const int64_t bytes = split.images.numel();
+  const CounterRng pixel_stream(seed, split_id, 0);
+  const int64_t words = (bytes + 7) / 8;
+  const int threads = static_cast<int>(
+      std::clamp<int64_t>(words / (int64_t{1} << 20), 1, std::max(1u, std::thread::hardware_concurrency())));
+  auto fill = [&](int64_t first_word, int64_t last_word) {
+    for (int64_t w = first_word; w < last_word; ++w) {
+      uint64_t draw = pixel_stream.At(static_cast<uint64_t>(w));
+      for (int64_t b = w * 8; b < std::min(bytes, w * 8 + 8); ++b, draw >>= 8) {
+        pixels[b] = static_cast<uint8_t>(draw);
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  const int64_t per_thread = (words + threads - 1) / threads;
+  for (int t = 1; t < threads; ++t) {
+    pool.emplace_back(fill, t * per_thread, std::min(words, (t + 1) * per_thread));
+  }
+  fill(0, std::min(words, per_thread));
+  for (auto& thread : pool) thread.join();
+
+  split.labels = torch::empty({n}, torch::kInt64);
+  int64_t* labels = split.labels.data_ptr<int64_t>();
+  const CounterRng label_stream(seed, split_id, 1);
+  for (int64_t i = 0; i < n; ++i) {
+    // The top 32 bits scaled to [0, 10): no modulo bias worth the name.
+    labels[i] = static_cast<int64_t>((label_stream.At(static_cast<uint64_t>(i)) >> 32) * kSyntheticClasses >> 32);
+  }
+  for (int64_t c = 0; c < kSyntheticClasses; ++c) split.class_names.push_back(std::to_string(c));
+  // Uniform bytes 0..255: mean 127.5, standard deviation sqrt((256^2 - 1) / 12).
+  split.mean = std::vector<float>(3, 0.5f);
+  split.stddev = std::vector<float>(3, static_cast<float>(std::sqrt((256.0 * 256.0 - 1.0) / 12.0) / 255.0));
+  return split;
+}
+
+}  // namespace
+
+const std::vector<std::string>& DatasetNames() {
+  static const std::vector<std::string> names = {"fashion-mnist", "mnist", "cifar10", "imagefolder",
+                                                 "synthetic"};
+  return names;
+}
+
+TrainTestSplit MakeSyntheticDataset(int64_t train, int64_t test, int64_t side, uint64_t seed) {
+  if (train < 1 || test < 1 || side < 1) {
+    throw BadInputError(fmt::format("synthetic data needs at least 1 training image, 1 test image "
+                                    "and 1 pixel; got --synthetic-train {}, --synthetic-test {}, "
+                                    "--image-size {}", train, test, side));
+  }
+  return TrainTestSplit{SyntheticSplit("train", 0, train, side, seed),
+                        SyntheticSplit("test", 1, test, side, seed),
+                        fmt::format("generated from seed {}", seed), {}};
+}
+
+TrainTestSplit LoadDataset(const std::string& name, const std::string& folder,
+                           const DatasetOptions& options) {
+  if (name == "fashion-mnist" || name == "mnist") return LoadMnistLike(name, folder);
+  if (name == "cifar10") return LoadCifar10(folder);
+  if (name == "imagefolder") {
+    return LoadImageFolder(folder, ImageFolderOptions{options.image_size, options.on_bad_image, 0});
+  }
+  if (name == "synthetic") {
+    return MakeSyntheticDataset(options.synthetic_train, options.synthetic_test, options.image_size,
+                                options.seed);
+  }
+  throw BadInputError(fmt::format("unknown data set '{}'; available: {}", name,
+                                  fmt::join(DatasetNames(), ", ")));
+}
+
+}  // namespace mgpu

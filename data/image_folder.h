@@ -1,0 +1,27 @@
+// An image-classification folder in torchvision's ImageFolder layout:
+//   DIR/train/<class>/*.{jpg,jpeg,png}   DIR/test/<class>/*.{jpg,jpeg,png}
+// Class names are train's sub-folder names, sorted; test's sub-folders must be among them.
+// Images are decoded in parallel threads (libjpeg-turbo, libpng), converted to RGB, resized to
+// image_size x image_size (antialiased bilinear, aspect ratio not kept, as
+// transforms.Resize((S, S))) and held in memory as uint8. Other files are ignored. Mean and
+// standard deviation are ImageNet's.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "data/image_dataset.h"
+
+namespace mgpu {
+
+struct ImageFolderOptions {
+  int64_t image_size = 64;
+  // An image that cannot be decoded: "fail" (BadInputError listing the paths) or "skip" (left
+  // out, each one reported in TrainTestSplit::warnings).
+  std::string on_bad_image = "fail";
+  int threads = 0;  // decoding threads; 0: one per hardware thread
+};
+
+TrainTestSplit LoadImageFolder(const std::string& folder, const ImageFolderOptions& options);
+
+}  // namespace mgpu

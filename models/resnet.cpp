@@ -1,0 +1,153 @@
+#include "models/resnet.h"
+
+#include <fmt/format.h>
+
+#include "common/status.h"
+
+namespace mgpu {
+
+namespace nn = torch::nn;
+
+namespace {
+
+nn::Conv2d Conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
+  return nn::Conv2d(
+      nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
+}
+
+// A projection shortcut (1x1 conv + BN) where the block changes shape, else none.
+nn::Sequential Downsample(int64_t in, int64_t out, int64_t stride) {
+  if (stride == 1 && in == out) return nullptr;
+  return nn::Sequential(Conv(in, out, 1, stride), nn::BatchNorm2d(out));
+}
+
+// Two 3x3 convs; ResNet-18/34.
+class BasicBlockImpl : public nn::Module {
+ public:
+  static constexpr int64_t kExpansion = 1;
+  BasicBlockImpl(int64_t in, int64_t planes, int64_t stride)
+      : conv1_(register_module("conv1", Conv(in, planes, 3, stride))),
+        bn1_(register_module("bn1", nn::BatchNorm2d(planes))),
+        conv2_(register_module("conv2", Conv(planes, planes, 3, 1))),
+        bn2_(register_module("bn2", nn::BatchNorm2d(planes))),
+        downsample_(Downsample(in, planes, stride)) {
+    if (downsample_) register_module("downsample", downsample_);
+  }
+
+  torch::Tensor forward(torch::Tensor x) {
+    torch::Tensor identity = downsample_ ? downsample_->forward(x) : x;  // (B, planes, h, w)
+    torch::Tensor out = torch::relu(bn1_(conv1_(x)));
+    out = bn2_(conv2_(out));
+    return torch::relu(out + identity);
+  }
+
+ private:
+  nn::Conv2d conv1_;
+  nn::BatchNorm2d bn1_;
+  nn::Conv2d conv2_;
+  nn::BatchNorm2d bn2_;
+  nn::Sequential downsample_;
+};
+
+// 1x1 reduce, 3x3 (strided), 1x1 expand by 4; ResNet-50.
+class BottleneckImpl : public nn::Module {
+ public:
+  static constexpr int64_t kExpansion = 4;
+  BottleneckImpl(int64_t in, int64_t planes, int64_t stride)
+      : conv1_(register_module("conv1", Conv(in, planes, 1, 1))),
+        bn1_(register_module("bn1", nn::BatchNorm2d(planes))),
+        conv2_(register_module("conv2", Conv(planes, planes, 3, stride))),
+        bn2_(register_module("bn2", nn::BatchNorm2d(planes))),
+        conv3_(register_module("conv3", Conv(planes, planes * kExpansion, 1, 1))),
+        bn3_(register_module("bn3", nn::BatchNorm2d(planes * kExpansion))),
+        downsample_(Downsample(in, planes * kExpansion, stride)) {
+    if (downsample_) register_module("downsample", downsample_);
+  }
+
+  torch::Tensor forward(torch::Tensor x) {
+    torch::Tensor identity = downsample_ ? downsample_->forward(x) : x;  // (B, 4 planes, h, w)
+    torch::Tensor out = torch::relu(bn1_(conv1_(x)));
+    out = torch::relu(bn2_(conv2_(out)));
+    out = bn3_(conv3_(out));
+    return torch::relu(out + identity);
+  }
+
+ private:
+  nn::Conv2d conv1_;
+  nn::BatchNorm2d bn1_;
+  nn::Conv2d conv2_;
+  nn::BatchNorm2d bn2_;
+  nn::Conv2d conv3_;
+  nn::BatchNorm2d bn3_;
+  nn::Sequential downsample_;
+};
+
+// `blocks` blocks of `planes`; the first one strides and projects. Updates `in` to the output
+// channel count.
+template <typename Block>
+nn::Sequential MakeLayer(int64_t& in, int64_t planes, int blocks, int64_t stride) {
+  nn::Sequential layer;
+  for (int i = 0; i < blocks; ++i) {
+    layer->push_back(std::make_shared<Block>(in, planes, i == 0 ? stride : 1));
+    in = planes * Block::kExpansion;
+  }
+  return layer;
+}
+
+}  // namespace
+
+ResNetStem ResNet::StemFor(int64_t height, int64_t width) {
+  return std::max(height, width) <= kCifarStemMaxSide ? ResNetStem::kCifar : ResNetStem::kImageNet;
+}
+
+ResNet::ResNet(int depth, int64_t in_channels, int64_t num_classes, int64_t height, int64_t width)
+    : stem_(StemFor(height, width)) {
+  if (depth != 18 && depth != 34 && depth != 50) {
+    throw BadInputError(fmt::format("ResNet-{} is not available; depths are 18, 34 and 50", depth));
+  }
+  if (stem_ == ResNetStem::kCifar) {
+    conv1_ = register_module("conv1", Conv(in_channels, 64, 3, 1));
+  } else {
+    conv1_ = register_module("conv1", Conv(in_channels, 64, 7, 2));
+    maxpool_ = register_module("maxpool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
+  }
+  bn1_ = register_module("bn1", nn::BatchNorm2d(64));
+
+  const std::vector<int> blocks = depth == 18 ? std::vector<int>{2, 2, 2, 2} : std::vector<int>{3, 4, 6, 3};
+  int64_t channels = 64;
+  auto make_layer = [&](int64_t planes, int count, int64_t stride) {
+    return depth == 50 ? MakeLayer<BottleneckImpl>(channels, planes, count, stride)
+                       : MakeLayer<BasicBlockImpl>(channels, planes, count, stride);
+  };
+  layer1_ = register_module("layer1", make_layer(64, blocks[0], 1));
+  layer2_ = register_module("layer2", make_layer(128, blocks[1], 2));
+  layer3_ = register_module("layer3", make_layer(256, blocks[2], 2));
+  layer4_ = register_module("layer4", make_layer(512, blocks[3], 2));
+  avgpool_ = register_module("avgpool", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(1)));
+  fc_ = register_module("fc", nn::Linear(channels, num_classes));
+
+  // torchvision's initialization: He-normal convolutions (fan-out), unit batch norms; fc keeps
+  // the default.
+  torch::NoGradGuard no_grad;
+  for (auto& module : modules(/*include_self=*/false)) {
+    if (auto* conv = module->as<nn::Conv2d>()) {
+      nn::init::kaiming_normal_(conv->weight, 0.0, torch::kFanOut, torch::kReLU);
+    } else if (auto* bn = module->as<nn::BatchNorm2d>()) {
+      nn::init::ones_(bn->weight);
+      nn::init::zeros_(bn->bias);
+    }
+  }
+}
+
+torch::Tensor ResNet::forward(torch::Tensor x) {
+  x = torch::relu(bn1_(conv1_(x)));  // (B, 64, H, W) CIFAR stem; (B, 64, H/2, W/2) ImageNet
+  if (maxpool_) x = maxpool_(x);     // (B, 64, H/4, W/4)
+  x = layer1_->forward(x);           // (B, 64 e, h, w), e = block expansion
+  x = layer2_->forward(x);           // (B, 128 e, h/2, w/2)
+  x = layer3_->forward(x);           // (B, 256 e, h/4, w/4)
+  x = layer4_->forward(x);           // (B, 512 e, h/8, w/8)
+  x = avgpool_(x).flatten(1);        // (B, 512 e)
+  return fc_(x);                     // (B, classes)
+}
+
+}  // namespace mgpu
