@@ -10,6 +10,8 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include "amp/autocast.h"
+#include "amp/grad_scaler.h"
 #include "amp/precision.h"
 #include "common/files.h"
 #include "common/status.h"
@@ -18,6 +20,7 @@
 #include "ddp/distributed_sampler.h"
 #include "models/model_factory.h"
 #include "optim/fused_optimizer.h"
+#include "worker/memory_snapshot.h"
 #include "worker/progress.h"
 
 namespace mgpu {
@@ -46,8 +49,10 @@ torch::Device ResolveDevice(const std::string& requested) {
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 
-FusedOptimizer MakeOptimizer(const TrainConfig& config, std::vector<torch::Tensor> parameters) {
+FusedOptimizer MakeOptimizer(const TrainConfig& config, std::vector<torch::Tensor> parameters,
+                             Precision precision) {
   OptimizerOptions options;
+  options.master_weights = UsesMasterWeights(precision);
   options.kind = config.optimizer;
   options.lr = config.lr;
   options.momentum = config.momentum;
@@ -80,8 +85,16 @@ struct Evaluation {
   std::vector<double> per_class_accuracy;  // percent
 };
 
+// The forward pass under the precision policy: inputs in the model's dtype, autocast for the
+// amp-* policies, logits in float32.
+torch::Tensor Forward(Classifier& model, const torch::Tensor& images, Precision precision) {
+  std::optional<AutocastScope> autocast;
+  if (const auto dtype = AutocastDtype(precision)) autocast.emplace(images.device().type(), *dtype);
+  return model.forward(images.to(ModelDtype(precision))).to(torch::kFloat);
+}
+
 Evaluation Evaluate(Classifier& model, const ImageDataset& test, int64_t batch_size,
-                    const torch::Device& device) {
+                    const torch::Device& device, Precision precision) {
   torch::NoGradGuard no_grad;
   model.eval();
   BatchLoader loader(test, LoaderOptions{batch_size, 0, 2, device.is_cuda()});
@@ -95,9 +108,9 @@ Evaluation Evaluate(Classifier& model, const ImageDataset& test, int64_t batch_s
   while (auto batch = loader.Next()) {
     auto images = batch->images.to(device, /*non_blocking=*/true);  // (B, C, H, W)
     auto labels = batch->labels.to(device, /*non_blocking=*/true);  // (B)
-    auto logits = model.forward(images);                              // (B, classes)
+    auto logits = Forward(model, images, precision);                  // (B, classes)
     loss_sum += torch::nn::functional::cross_entropy(
-                    logits.to(torch::kFloat), labels,
+                    logits, labels,
                     torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
                     .to(torch::kDouble);
     auto hits = logits.argmax(1).eq(labels);
@@ -182,8 +195,12 @@ void Train(const TrainConfig& config, const WorldInfo& world, RunOutputs& output
   if (config.threads > 0) torch::set_num_threads(static_cast<int>(config.threads));
   const Precision precision = ParsePrecision(config.precision);
   ApplyPrecisionMathMode(precision);
+  const LossScaling loss_scaling = ParseLossScaling(config.loss_scale);
+  summary["loss_scale_mode"] = LossScalingModeName(loss_scaling.mode);
   const torch::Device device = ResolveDevice(config.device);
   summary["devices"] = {DeviceName(device)};
+  std::optional<MemorySnapshot> memory_snapshot;
+  if (!config.memory_snapshot.empty()) memory_snapshot.emplace(config.memory_snapshot, device);
   torch::manual_seed(config.seed);
 
   // Data.
@@ -197,8 +214,11 @@ void Train(const TrainConfig& config, const WorldInfo& world, RunOutputs& output
   auto model = MakeModel(config.model, ModelShape{data.train.channels(), data.train.num_classes(),
                                                   data.train.height(), data.train.width()});
   model->to(device);
+  ConvertModelForPrecision(*model, precision);
   model->train();
-  FusedOptimizer optimizer = MakeOptimizer(config, model->parameters());
+  FusedOptimizer optimizer = MakeOptimizer(config, model->parameters(), precision);
+  GradScaler scaler(loss_scaling, device);
+  const bool skip_nonfinite = config.on_nonfinite == "skip";
   summary["parameters"] = CountParameters(*model);
 
   DistributedSampler sampler(data.train.size(), world.rank, world.world_size, /*shuffle=*/true, config.seed);
@@ -214,6 +234,10 @@ void Train(const TrainConfig& config, const WorldInfo& world, RunOutputs& output
                                         data.train.size(), data.test.size(), data.train.channels(),
                                         data.train.height(), data.train.width(), data.folder, load_seconds)},
                    {"model", fmt::format("{} ({} parameters)", config.model, CountParameters(*model))},
+                   {"model dtype / autocast", fmt::format("{} / {}", c10::toString(ModelDtype(precision)),
+                                                           AutocastDtype(precision)
+                                                               ? c10::toString(*AutocastDtype(precision))
+                                                               : "off")},
                    {"steps per epoch", std::to_string(steps_per_epoch)},
                    {"output", outputs.folder()},
                    {"libtorch", TORCH_VERSION}});
@@ -222,6 +246,35 @@ void Train(const TrainConfig& config, const WorldInfo& world, RunOutputs& output
   int64_t step = 0;
   bool stop = false;
   double last_loss = std::nan("");
+  auto record_scaler = [&] {  // synchronizes: at log points and the end only
+    summary["skipped_steps"] = scaler.skipped_steps();
+    summary["final_loss_scale"] = scaler.scale();
+  };
+  // Non-finite losses, without a host synchronization per step:
+  //   skip: the loss's finiteness goes to the scaler as a device-side flag, which skips the
+  //         step as it does for a non-finite gradient, and counts it.
+  //   stop: nothing extra per step; the losses (and scales) of the steps since the last metrics
+  //         row are kept and checked at the next one, which synchronizes anyway; the first
+  //         non-finite loss names the step. The few steps in between may update with NaN
+  //         gradients, which does not matter as the run ends there.
+  std::vector<torch::Tensor> window_losses, window_scales;
+  auto check_window_losses = [&](int64_t epoch) {
+    if (window_losses.empty()) return;
+    const torch::Tensor finite = torch::stack(window_losses).isfinite();
+    if (!finite.all().item<bool>()) {
+      const int64_t first = finite.logical_not().to(torch::kLong).argmax().item<int64_t>();
+      const int64_t bad_step = step - static_cast<int64_t>(window_losses.size()) + 1 + first;
+      const double bad_scale = window_scales.empty() ? 1.0 : window_scales[static_cast<size_t>(first)].item<double>();
+      record_scaler();
+      throw DivergedError(fmt::format(
+          "loss became {} at step {} (epoch {}) with loss scale {} (--precision {}, --loss-scale {}); lower "
+          "--lr, use --loss-scale dynamic with float16 policies, or pass --on-nonfinite skip to skip such steps",
+          window_losses[static_cast<size_t>(first)].item<double>(), bad_step, epoch + 1, bad_scale,
+          config.precision, config.loss_scale));
+    }
+    window_losses.clear();
+    window_scales.clear();
+  };
   for (int64_t epoch = 0; epoch < config.epochs && !stop; ++epoch) {
     const auto epoch_start = Clock::now();
     loader.StartEpoch(sampler.EpochIndices(epoch));
@@ -229,6 +282,8 @@ void Train(const TrainConfig& config, const WorldInfo& world, RunOutputs& output
     double data_wait = 0;
     int64_t images_seen = 0, epoch_steps = 0;
     auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
+    // Images of the steps whose loss is in loss_sum (with skip, the finite ones).
+    auto loss_images = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
     // Per metrics row: wall time and data wait accumulated since the previous row.
     auto window_start = Clock::now();
     double window_wait = 0;
@@ -245,13 +300,32 @@ void Train(const TrainConfig& config, const WorldInfo& world, RunOutputs& output
       auto images = batch->images.to(device, /*non_blocking=*/true);  // (B, C, H, W)
       auto labels = batch->labels.to(device, /*non_blocking=*/true);  // (B)
       optimizer.ZeroGrad();
-      auto logits = model->forward(images);                             // (B, classes)
-      auto loss = torch::nn::functional::cross_entropy(logits, labels);  // ()
-      loss.backward();
-      optimizer.Step();
+      // float32 logits, so the loss is float32 under every policy (GradScaler::Scale needs it).
+      const torch::Tensor loss =
+          torch::nn::functional::cross_entropy(Forward(*model, images, precision), labels);  // ()
+      scaler.Scale(loss).backward();
+      torch::Tensor loss_nonfinite;  // () bool, skip only
+      if (skip_nonfinite) {
+        loss_nonfinite = loss.detach().isfinite().logical_not();
+      } else {
+        window_losses.push_back(loss.detach());
+        if (scaler.enabled()) window_scales.push_back(scaler.scale_tensor().clone());
+      }
+      if (config.grad_clip > 0) {
+        scaler.Unscale(optimizer);
+        optimizer.ClipGradNorm(config.grad_clip);
+      }
+      scaler.Step(optimizer, loss_nonfinite);
+      scaler.Update();
 
       const int64_t batch_images = images.size(0);
-      loss_sum.add_(loss.detach(), static_cast<double>(batch_images));
+      if (skip_nonfinite) {
+        loss_sum.add_(loss.detach().masked_fill(loss_nonfinite, 0), static_cast<double>(batch_images));
+        loss_images.add_(loss_nonfinite.logical_not(), static_cast<double>(batch_images));
+      } else {
+        loss_sum.add_(loss.detach(), static_cast<double>(batch_images));
+        loss_images.add_(static_cast<double>(batch_images));
+      }
       images_seen += batch_images;
       ++step;
       ++epoch_steps;
@@ -260,12 +334,14 @@ void Train(const TrainConfig& config, const WorldInfo& world, RunOutputs& output
 
       if (step % config.log_every == 0 || epoch_steps == steps_per_epoch) {
         last_loss = loss.item<double>();  // synchronizes with the device: only at log points
+        check_window_losses(epoch);
         const double window_seconds = SecondsSince(window_start);
         StepMetrics row;
         row.step = step;
         row.epoch = epoch;
         row.loss = last_loss;
         row.lr = config.lr;
+        row.loss_scale = scaler.scale();
         row.step_seconds = window_seconds / static_cast<double>(window_steps);
         row.data_wait_seconds = window_wait / static_cast<double>(window_steps);
         row.images_per_second = static_cast<double>(window_images) / window_seconds;
@@ -282,16 +358,20 @@ void Train(const TrainConfig& config, const WorldInfo& world, RunOutputs& output
         break;
       }
     }
-    const double train_loss = loss_sum.item<double>() / static_cast<double>(std::max<int64_t>(images_seen, 1));
+    check_window_losses(epoch);  // the steps after the last metrics row (--max-steps)
+    // NaN when every step of the epoch was skipped: reported as diverged below.
+    const double train_loss = loss_sum.item<double>() / loss_images.item<double>();
     const double epoch_seconds = SecondsSince(epoch_start);  // item() above waited for the device
     progress.EndEpoch();
 
     const auto eval_start = Clock::now();
-    const Evaluation eval = Evaluate(*model, data.test, config.eval_batch_size, device);
+    const Evaluation eval = Evaluate(*model, data.test, config.eval_batch_size, device, precision);
     const double eval_seconds = SecondsSince(eval_start);
     if (!std::isfinite(train_loss)) {
-      throw DivergedError(fmt::format("training loss became {} in epoch {} (step {}); lower --lr",
-                                      train_loss, epoch + 1, step));
+      record_scaler();
+      throw DivergedError(fmt::format("training loss became {} in epoch {} (step {}){}; lower --lr",
+                                      train_loss, epoch + 1, step,
+                                      skip_nonfinite ? ": every step of the epoch had a non-finite loss" : ""));
     }
 
     summary["epochs_detail"].push_back({
@@ -319,14 +399,18 @@ void Train(const TrainConfig& config, const WorldInfo& world, RunOutputs& output
              static_cast<double>(images_seen) / epoch_seconds);
   }
 
+  if (memory_snapshot) memory_snapshot->Write();
+  record_scaler();
   const double checksum = ParamChecksum(*model);
   summary["steps"] = step;
   summary["param_checksum"] = checksum;
   summary["peak_memory_bytes"] = {PeakMemoryBytes(device)};
   summary["total_seconds"] = SecondsSince(run_start);
   summary["status"] = "ok";
-  log.info("done: {} steps in {:.1f} s, test accuracy {:.2f}%, param_checksum {:.6f}", step,
-           summary["total_seconds"].get<double>(), summary["test_accuracy"].get<double>(), checksum);
+  log.info("done: {} steps in {:.1f} s, test accuracy {:.2f}%, param_checksum {:.6f}, {} steps skipped, "
+           "final loss scale {}", step, summary["total_seconds"].get<double>(),
+           summary["test_accuracy"].get<double>(), checksum, summary["skipped_steps"].get<int64_t>(),
+           summary["final_loss_scale"].get<double>());
 }
 
 }  // namespace mgpu
