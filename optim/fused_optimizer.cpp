@@ -7,6 +7,12 @@
 #include "common/status.h"
 
 namespace mgpu {
+namespace {
+
+// StateTensors(): step count, first moment, second moment, momentum buffer, master weight.
+constexpr size_t kStatePerParameter = 5;
+
+}  // namespace
 
 FusedOptimizer::FusedOptimizer(std::vector<torch::Tensor> parameters, OptimizerOptions options)
     : parameters_(std::move(parameters)), options_(std::move(options)) {
@@ -16,9 +22,14 @@ FusedOptimizer::FusedOptimizer(std::vector<torch::Tensor> parameters, OptimizerO
   if (options_.nesterov && (options_.kind != "sgd" || options_.momentum <= 0)) {
     throw BadInputError("Nesterov momentum needs --optimizer sgd and --momentum > 0");
   }
+  for (const auto& p : parameters_) {
+    const bool low_precision = p.scalar_type() == torch::kHalf || p.scalar_type() == torch::kBFloat16;
+    has_master_.push_back(options_.master_weights && low_precision);
+    stepped_.push_back(has_master_.back() ? p.detach().to(torch::kFloat).requires_grad_() : p);
+  }
   std::map<std::pair<std::string, int>, size_t> group_of;
-  for (size_t i = 0; i < parameters_.size(); ++i) {
-    const auto key = std::make_pair(parameters_[i].device().str(), static_cast<int>(parameters_[i].scalar_type()));
+  for (size_t i = 0; i < stepped_.size(); ++i) {
+    const auto key = std::make_pair(stepped_[i].device().str(), static_cast<int>(stepped_[i].scalar_type()));
     auto [it, inserted] = group_of.emplace(key, groups_.size());
     if (inserted) groups_.emplace_back();
     groups_[it->second].members.push_back(i);
@@ -31,12 +42,49 @@ FusedOptimizer::FusedOptimizer(std::vector<torch::Tensor> parameters, OptimizerO
 
 void FusedOptimizer::ZeroGrad() {
   for (auto& p : parameters_) p.mutable_grad().reset();
+  for (size_t i = 0; i < stepped_.size(); ++i) {
+    if (has_master_[i]) stepped_[i].mutable_grad().reset();
+  }
+  master_grads_current_ = false;
+}
+
+std::vector<torch::Tensor> FusedOptimizer::Gradients() {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> grads;
+  for (size_t i = 0; i < stepped_.size(); ++i) {
+    const torch::Tensor& model_grad = parameters_[i].grad();
+    if (!model_grad.defined()) continue;
+    if (has_master_[i] && !master_grads_current_) stepped_[i].mutable_grad() = model_grad.to(torch::kFloat);
+    grads.push_back(stepped_[i].grad());
+  }
+  master_grads_current_ = true;
+  return grads;
+}
+
+double FusedOptimizer::ClipGradNorm(double max_norm) {
+  Gradients();  // brings master gradients up to date
+  std::vector<torch::Tensor> with_grad;
+  for (size_t i = 0; i < stepped_.size(); ++i) {
+    if (parameters_[i].grad().defined()) with_grad.push_back(stepped_[i]);
+  }
+  return torch::nn::utils::clip_grad_norm_(with_grad, max_norm);
 }
 
 void FusedOptimizer::Step(const std::optional<torch::Tensor>& grad_scale,
                           const std::optional<torch::Tensor>& found_inf) {
   torch::NoGradGuard no_grad;
+  Gradients();  // brings master gradients up to date
   for (const auto& group : groups_) StepGroup(group, grad_scale, found_inf);
+  // Where the step was skipped the masters are unchanged, and so is the copy.
+  std::vector<torch::Tensor> models, masters;
+  for (size_t i = 0; i < stepped_.size(); ++i) {
+    if (has_master_[i] && parameters_[i].grad().defined()) {
+      models.push_back(parameters_[i]);
+      masters.push_back(stepped_[i]);
+    }
+  }
+  if (!models.empty()) torch::_foreach_copy_(models, masters);
+  master_grads_current_ = false;
 }
 
 void FusedOptimizer::StepGroup(const Group& group, const std::optional<torch::Tensor>& grad_scale,
@@ -44,23 +92,23 @@ void FusedOptimizer::StepGroup(const Group& group, const std::optional<torch::Te
   std::vector<torch::Tensor> params, grads, first, second, steps, velocity;
   bool first_sgd_step = false;
   for (size_t i : group.members) {
-    const torch::Tensor& grad = parameters_[i].grad();
-    if (!grad.defined()) continue;
-    params.push_back(parameters_[i]);
+    const torch::Tensor& grad = stepped_[i].grad();
+    if (!grad.defined() || !parameters_[i].grad().defined()) continue;
+    params.push_back(stepped_[i]);
     grads.push_back(grad);
     if (options_.kind == "sgd") {
       if (options_.momentum > 0) {
         if (!momentum_[i].defined()) {
-          momentum_[i] = torch::empty_like(parameters_[i]);  // the kernel fills it on its first step
+          momentum_[i] = torch::empty_like(stepped_[i]);  // the kernel fills it on its first step
           first_sgd_step = true;
         }
         velocity.push_back(momentum_[i]);
       }
     } else {
       if (!steps_[i].defined()) {
-        steps_[i] = torch::zeros({}, parameters_[i].options().dtype(torch::kFloat32));
-        exp_avg_[i] = torch::zeros_like(parameters_[i], torch::MemoryFormat::Preserve);
-        exp_avg_sq_[i] = torch::zeros_like(parameters_[i], torch::MemoryFormat::Preserve);
+        steps_[i] = torch::zeros({}, stepped_[i].options().dtype(torch::kFloat32));
+        exp_avg_[i] = torch::zeros_like(stepped_[i], torch::MemoryFormat::Preserve);
+        exp_avg_sq_[i] = torch::zeros_like(stepped_[i], torch::MemoryFormat::Preserve);
       }
       steps.push_back(steps_[i]);
       first.push_back(exp_avg_[i]);
@@ -91,32 +139,41 @@ void FusedOptimizer::StepGroup(const Group& group, const std::optional<torch::Te
 std::vector<torch::Tensor> FusedOptimizer::StateTensors() const {
   std::vector<torch::Tensor> state;
   for (size_t i = 0; i < parameters_.size(); ++i) {
-    state.insert(state.end(), {steps_[i], exp_avg_[i], exp_avg_sq_[i], momentum_[i]});
+    state.insert(state.end(), {steps_[i], exp_avg_[i], exp_avg_sq_[i], momentum_[i],
+                               has_master_[i] ? stepped_[i].detach() : torch::Tensor()});
   }
   return state;
 }
 
 void FusedOptimizer::LoadStateTensors(const std::vector<torch::Tensor>& state) {
-  if (state.size() != 4 * parameters_.size()) {
-    throw BadInputError(fmt::format("optimizer state holds {} tensors; this model needs {} (4 per "
+  if (state.size() != kStatePerParameter * parameters_.size()) {
+    throw BadInputError(fmt::format("optimizer state holds {} tensors; this model needs {} ({} per "
                                     "parameter): the checkpoint is from another model or optimizer",
-                                    state.size(), 4 * parameters_.size()));
+                                    state.size(), kStatePerParameter * parameters_.size(),
+                                    kStatePerParameter));
   }
   for (size_t i = 0; i < parameters_.size(); ++i) {
-    for (size_t k = 1; k < 4; ++k) {
-      const torch::Tensor& t = state[4 * i + k];
+    for (size_t k = 1; k < kStatePerParameter; ++k) {
+      const torch::Tensor& t = state[kStatePerParameter * i + k];
       if (t.defined() && t.sizes() != parameters_[i].sizes()) {
         throw BadInputError(fmt::format("optimizer state of parameter {} has shape {}, the parameter {}", i,
                                         fmt::join(t.sizes(), "x"), fmt::join(parameters_[i].sizes(), "x")));
       }
     }
     auto to_param = [&](const torch::Tensor& t) {
-      return t.defined() ? t.to(parameters_[i].device()) : torch::Tensor();
+      return t.defined() ? t.to(stepped_[i].device()) : torch::Tensor();
     };
-    steps_[i] = to_param(state[4 * i]);
-    exp_avg_[i] = to_param(state[4 * i + 1]);
-    exp_avg_sq_[i] = to_param(state[4 * i + 2]);
-    momentum_[i] = to_param(state[4 * i + 3]);
+    const torch::Tensor* s = &state[kStatePerParameter * i];
+    steps_[i] = to_param(s[0]);
+    exp_avg_[i] = to_param(s[1]);
+    exp_avg_sq_[i] = to_param(s[2]);
+    momentum_[i] = to_param(s[3]);
+    // A checkpoint without masters (saved by an fp32 or fp16 run) keeps the ones made from the
+    // model's parameters.
+    if (has_master_[i] && s[4].defined()) {
+      torch::NoGradGuard no_grad;
+      stepped_[i].copy_(s[4]);
+    }
   }
 }
 

@@ -7,6 +7,12 @@
 // eps 1e-8), Adam's weight decay added to the gradient, AdamW's decoupled. Step() takes the
 // GradScaler's optional scale and found-inf flag: gradients are unscaled inside the kernel and
 // the update is skipped where found_inf is non-zero.
+//
+// With `master_weights`, float16/bfloat16 parameters are stepped through float32 master
+// copies that the optimizer keeps (the o2 policy): each step copies the low-precision
+// gradients into float32, steps the masters, and copies them back into the model, so small
+// updates are not rounded away by a float16 parameter. float32 parameters (BatchNorm under o2)
+// are stepped directly.
 #pragma once
 
 #include <optional>
@@ -24,6 +30,7 @@ struct OptimizerOptions {
   bool nesterov = false;      // sgd
   double weight_decay = 0.0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw
+  bool master_weights = false;  // float32 masters for float16/bfloat16 parameters
 };
 
 class FusedOptimizer {
@@ -34,6 +41,18 @@ class FusedOptimizer {
 
   // Sets every parameter's gradient to none (the next backward allocates it afresh).
   void ZeroGrad();
+  // The gradients the next Step applies, one per stepped parameter that has one: the model's
+  // own, or with master weights float32 copies of the model's gradients, made by the first call
+  // after backward (call it after the step's last backward). The GradScaler unscales and checks
+  // these in place.
+  std::vector<torch::Tensor> Gradients();
+  // The tensors Step updates: the model's parameters, or their float32 masters where kept.
+  // Their grad() is what Gradients() returns (for gradient clipping).
+  const std::vector<torch::Tensor>& stepped_parameters() const { return stepped_; }
+  // Scales Gradients() so that their global L2 norm is at most max_norm
+  // (torch::nn::utils::clip_grad_norm_) and returns the norm before clipping. Reads the norm
+  // back to the host: one synchronization per call. Unscale the gradients first.
+  double ClipGradNorm(double max_norm);
   // One update of every parameter that has a gradient. `grad_scale`/`found_inf` are
   // single-element float tensors on the parameters' device (see the header comment).
   void Step(const std::optional<torch::Tensor>& grad_scale = std::nullopt,
@@ -43,7 +62,8 @@ class FusedOptimizer {
   void set_lr(double lr) { options_.lr = lr; }
   const OptimizerOptions& options() const { return options_; }
 
-  // Optimizer state for checkpoints: step counts, moments or momentum buffers, by parameter.
+  // Optimizer state for checkpoints: step counts, moments or momentum buffers and master
+  // weights (undefined where not kept), by parameter.
   std::vector<torch::Tensor> StateTensors() const;
   // Restores what StateTensors returned; throws BadInputError on a count or shape mismatch.
   void LoadStateTensors(const std::vector<torch::Tensor>& state);
@@ -55,7 +75,10 @@ class FusedOptimizer {
   void StepGroup(const Group& group, const std::optional<torch::Tensor>& grad_scale,
                  const std::optional<torch::Tensor>& found_inf);
 
-  std::vector<torch::Tensor> parameters_;
+  std::vector<torch::Tensor> parameters_;  // the model's
+  std::vector<torch::Tensor> stepped_;     // parameters_[i] or its float32 master
+  std::vector<bool> has_master_;
+  bool master_grads_current_ = false;      // Gradients() copied this step's model gradients
   OptimizerOptions options_;
   std::vector<Group> groups_;
   // Per parameter; undefined until the first step that sees a gradient.

@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "amp/grad_scaler.h"
+#include "amp/precision.h"
 #include "common/status.h"
 #include "data/augment.h"
 #include "data/datasets.h"
@@ -199,8 +201,54 @@ std::vector<OptionSpec> BuildOptions() {
                            {{"base", "single"}, {"baseline", "single"}, {"DDP", "ddp"}}));
   o.push_back(StringOption("device", {}, &TrainConfig::device, {},
                            "auto | cpu | cuda | cuda:K"));
-  o.push_back(StringOption("precision", {}, &TrainConfig::precision, {"fp32", "tf32"},
-                           "arithmetic precision policy"));
+  o.push_back(StringOption("precision", {}, &TrainConfig::precision, PrecisionNames(),
+                           "arithmetic precision policy (amp-*: autocast; fp16/o2: float16 model, "
+                           "BatchNorm in float32; o2 adds float32 master weights)"));
+  {
+    OptionSpec loss_scale;
+    loss_scale.name = "loss-scale";
+    loss_scale.aliases = {"loss_scale"};
+    loss_scale.help = "loss scaling: none | dynamic (GradScaler, from 2^16) | a static scale such as "
+                      "1024; float16 policies without it may underflow";
+    loss_scale.set = [](TrainConfig& c, const std::string& t) {
+      ParseLossScaling(t);  // validates; the trainer parses again
+      c.loss_scale = t;
+    };
+    loss_scale.get = [](const TrainConfig& c) { return c.loss_scale; };
+    o.push_back(loss_scale);
+  }
+  {
+    // Seed-style spellings of --precision; they show the resolved policy's dtype and autocast.
+    OptionSpec dtype;
+    dtype.name = "dtype";
+    dtype.help = "seed-style precision: fp32 | fp16 (with --amp: amp-fp16) | bf16 (needs --amp)";
+    dtype.choices = {"fp32", "fp16", "bf16"};
+    dtype.set = [](TrainConfig& c, const std::string& t) {
+      if (t != "fp32" && t != "fp16" && t != "bf16") {
+        throw BadInputError(fmt::format("'{}' is not one of: fp32, fp16, bf16", t));
+      }
+      c.dtype = t;
+    };
+    dtype.get = [](const TrainConfig& c) {
+      const Precision p = ParsePrecision(c.precision);
+      if (p == Precision::kAmpBf16) return std::string("bf16");
+      return std::string(p == Precision::kFp32 || p == Precision::kTf32 ? "fp32" : "fp16");
+    };
+    o.push_back(dtype);
+    OptionSpec amp = BoolOption("amp", &TrainConfig::amp, "seed-style: autocast on (with --dtype)");
+    amp.get = [](const TrainConfig& c) {
+      return std::string(AutocastDtype(ParsePrecision(c.precision)) ? "true" : "false");
+    };
+    o.push_back(amp);
+  }
+  o.push_back(StringOption("on-nonfinite", {"on_nonfinite"}, &TrainConfig::on_nonfinite, {"stop", "skip"},
+                           "a non-finite loss: stop (exit 3, naming the step) or skip the step and count it"));
+  o.push_back(DoubleOption("grad-clip", &TrainConfig::grad_clip, true,
+                           "clip the gradients' global L2 norm to this (0: off)"));
+  o.back().aliases = {"grad_clip"};
+  o.push_back(StringOption("memory-snapshot", {"memory_snapshot"}, &TrainConfig::memory_snapshot, {},
+                           "CUDA only: record allocator history and write a snapshot pickle here "
+                           "(for pytorch.org/memory_viz)"));
   o.push_back(IntOption("threads", {}, &TrainConfig::threads, 0,
                         "intra-op CPU threads (0: LibTorch's default)"));
   o.push_back(IntOption("eval-batch-size", {"eval_batch_size"}, &TrainConfig::eval_batch_size, 1,
@@ -322,6 +370,23 @@ void ApplyYamlFile(TrainConfig& config, const std::string& path) {
       throw BadInputError(fmt::format("config file {}:{}: key '{}': {}", path, line, key, e.what()));
     }
   }
+}
+
+void ResolvePrecisionAliases(TrainConfig& config) {
+  if (config.dtype.empty() && !config.amp) return;
+  const Precision wanted = PrecisionFromDtype(config.dtype, config.amp);
+  const Precision given = ParsePrecision(config.precision);
+  const bool same_dtype = ModelDtype(given) == ModelDtype(wanted) && AutocastDtype(given) == AutocastDtype(wanted);
+  const std::string spelled = config.dtype.empty() ? std::string("--amp")
+                                                   : fmt::format("--dtype {}{}", config.dtype, config.amp ? " --amp" : "");
+  if (given == Precision::kFp32) {
+    config.precision = PrecisionName(wanted);
+  } else if (!same_dtype) {
+    throw BadInputError(fmt::format("--precision {} conflicts with {} (which means --precision {}); "
+                                    "give one of them", config.precision, spelled, PrecisionName(wanted)));
+  }
+  config.dtype.clear();
+  config.amp = false;
 }
 
 void ValidateConfig(const TrainConfig& config) {

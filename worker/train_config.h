@@ -55,7 +55,15 @@ struct TrainConfig {
   // Execution.
   std::string mode = "single";
   std::string device = "auto";  // auto: cuda if available, else cpu
-  std::string precision = "fp32";
+  std::string precision = "fp32";  // amp/precision.h
+  std::string loss_scale = "none";  // none | dynamic | a positive number (static scale)
+  // Seed-style spelling of `precision` (`--dtype bf16 --amp`): "" and false unless given;
+  // ResolvePrecisionAliases folds them into `precision`.
+  std::string dtype;
+  bool amp = false;
+  std::string on_nonfinite = "stop";  // a non-finite loss: stop (exit 3) or skip the step
+  double grad_clip = 0;               // max gradient norm; 0: no clipping
+  std::string memory_snapshot;        // CUDA allocator history pickle; empty: none
   int64_t threads = 0;          // intra-op CPU threads; 0: LibTorch's default
   int64_t eval_batch_size = 1000;
 
@@ -102,6 +110,12 @@ const OptionSpec* FindTrainOption(const std::string& key);
 // Applies a YAML file (a mapping of option names to scalars). Throws BadInputError naming the
 // file, line and key for unknown keys, non-scalar values and bad values.
 void ApplyYamlFile(TrainConfig& config, const std::string& path);
+
+// Folds `--dtype D [--amp]` into `precision` (PrecisionFromDtype in amp/precision.h): they
+// choose the policy when --precision is left at fp32 and must otherwise agree with it
+// (`--precision o2 --dtype fp16` is fine, `--precision amp-bf16 --dtype fp16` is not). Throws
+// BadInputError naming both flags. Call once every source (YAML, flags) has been applied.
+void ResolvePrecisionAliases(TrainConfig& config);
 
 // Checks relations between options (e.g. device availability is checked later, at start-up).
 void ValidateConfig(const TrainConfig& config);

@@ -10,6 +10,8 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include "amp/autocast.h"
+#include "amp/grad_scaler.h"
 #include "amp/precision.h"
 #include "common/files.h"
 #include "common/status.h"
@@ -20,6 +22,7 @@
 #include "ddp/distributed_sampler.h"
 #include "models/model_factory.h"
 #include "optim/fused_optimizer.h"
+#include "worker/memory_snapshot.h"
 #include "worker/progress.h"
 
 namespace mgpu {
@@ -30,8 +33,10 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-FusedOptimizer MakeOptimizer(const TrainConfig& config, std::vector<torch::Tensor> parameters) {
+FusedOptimizer MakeOptimizer(const TrainConfig& config, std::vector<torch::Tensor> parameters,
+                             Precision precision) {
   OptimizerOptions options;
+  options.master_weights = UsesMasterWeights(precision);
   options.kind = config.optimizer;
   options.lr = config.lr;
   options.momentum = config.momentum;
@@ -89,9 +94,17 @@ struct Evaluation {
   std::vector<double> per_class_accuracy;  // percent
 };
 
+// The forward pass under the precision policy: inputs in the model's dtype, autocast for the
+// amp-* policies, logits in float32.
+torch::Tensor Forward(Classifier& model, const torch::Tensor& images, Precision precision) {
+  std::optional<AutocastScope> autocast;
+  if (const auto dtype = AutocastDtype(precision)) autocast.emplace(images.device().type(), *dtype);
+  return model.forward(images.to(ModelDtype(precision))).to(torch::kFloat);
+}
+
 // Each rank evaluates every size()-th test image; the counts are summed over the ranks.
 Evaluation Evaluate(Classifier& model, const ImageDataset& test, int64_t batch_size,
-                    const torch::Device& device, int rank, RankGroup& ranks,
+                    const torch::Device& device, Precision precision, int rank, RankGroup& ranks,
                     std::shared_ptr<const Augmentation> augmentation) {
   torch::NoGradGuard no_grad;
   model.eval();
@@ -106,9 +119,9 @@ Evaluation Evaluate(Classifier& model, const ImageDataset& test, int64_t batch_s
   while (auto batch = loader.Next()) {
     auto images = batch->images.to(device, /*non_blocking=*/true);  // (B, C, H, W)
     auto labels = batch->labels.to(device, /*non_blocking=*/true);  // (B)
-    auto logits = model.forward(images);                              // (B, classes)
+    auto logits = Forward(model, images, precision);                  // (B, classes)
     loss_sum += torch::nn::functional::cross_entropy(
-                    logits.to(torch::kFloat), labels,
+                    logits, labels,
                     torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
                     .to(torch::kDouble);
     auto hits = logits.argmax(1).eq(labels);
@@ -230,6 +243,10 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   // Static shapes: let cuDNN pick its fastest convolution algorithms once (as benchmark=True).
   if (device.is_cuda()) at::globalContext().setBenchmarkCuDNN(true);
   summary["backend"] = communicator ? communicator->backend() : "none";
+  const LossScaling loss_scaling = ParseLossScaling(config.loss_scale);
+  summary["loss_scale_mode"] = LossScalingModeName(loss_scaling.mode);
+  std::optional<MemorySnapshot> memory_snapshot;
+  if (!config.memory_snapshot.empty()) memory_snapshot.emplace(config.memory_snapshot, device);
   torch::manual_seed(config.seed);
 
   // Data.
@@ -246,6 +263,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   auto model = MakeModel(config.model, ModelShape{data.train.channels(), data.train.num_classes(),
                                                   image_size.height, image_size.width});
   model->to(device);
+  ConvertModelForPrecision(*model, precision);
   model->train();
   std::unique_ptr<DistributedDataParallel> replicated;
   if (ddp) {
@@ -257,7 +275,9 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
     options.compression = config.ddp_compression;
     replicated = std::make_unique<DistributedDataParallel>(model, *communicator, options);
   }
-  FusedOptimizer optimizer = MakeOptimizer(config, model->parameters());
+  FusedOptimizer optimizer = MakeOptimizer(config, model->parameters(), precision);
+  GradScaler scaler(loss_scaling, device);
+  const bool skip_nonfinite = config.on_nonfinite == "skip";
   summary["parameters"] = CountParameters(*model);
 
   DistributedSampler sampler(data.train.size(), world.rank, world.world_size, /*shuffle=*/true, config.seed);
@@ -276,6 +296,10 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
                                         data.train.size(), data.test.size(), data.train.channels(),
                                         data.train.height(), data.train.width(), data.folder, load_seconds)},
                    {"model", fmt::format("{} ({} parameters)", config.model, CountParameters(*model))},
+                   {"model dtype / autocast", fmt::format("{} / {}", c10::toString(ModelDtype(precision)),
+                                                           AutocastDtype(precision)
+                                                               ? c10::toString(*AutocastDtype(precision))
+                                                               : "off")},
                    {"steps per epoch", std::to_string(steps_per_epoch)},
                    {"output", outputs.folder()},
                    {"libtorch", TORCH_VERSION}});
@@ -284,13 +308,45 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   int64_t step = 0;
   bool stop = false;
   double last_loss = std::nan("");
+  auto record_scaler = [&] {  // synchronizes: at log points and the end only
+    summary["skipped_steps"] = scaler.skipped_steps();
+    summary["final_loss_scale"] = scaler.scale();
+  };
+  // Non-finite losses, without a host synchronization per step:
+  //   skip: the loss's finiteness goes to the scaler as a device-side flag, which skips the
+  //         step as it does for a non-finite gradient, and counts it.
+  //   stop: nothing extra per step; the losses (and scales) of the steps since the last metrics
+  //         row are kept and checked at the next one, which synchronizes anyway; the first
+  //         non-finite loss names the step. The few steps in between may update with NaN
+  //         gradients, which does not matter as the run ends there.
+  std::vector<torch::Tensor> window_losses, window_scales;
+  auto check_window_losses = [&](int64_t epoch) {
+    if (window_losses.empty()) return;
+    const torch::Tensor finite = torch::stack(window_losses).isfinite();
+    if (!finite.all().item<bool>()) {
+      const int64_t first = finite.logical_not().to(torch::kLong).argmax().item<int64_t>();
+      const int64_t bad_step = step - static_cast<int64_t>(window_losses.size()) + 1 + first;
+      const double bad_scale = window_scales.empty() ? 1.0 : window_scales[static_cast<size_t>(first)].item<double>();
+      record_scaler();
+      throw DivergedError(fmt::format(
+          "loss became {} at step {} (epoch {}) with loss scale {} (--precision {}, --loss-scale {}); lower "
+          "--lr, use --loss-scale dynamic with float16 policies, or pass --on-nonfinite skip to skip such steps",
+          window_losses[static_cast<size_t>(first)].item<double>(), bad_step, epoch + 1, bad_scale,
+          config.precision, config.loss_scale));
+    }
+    window_losses.clear();
+    window_scales.clear();
+  };
   for (int64_t epoch = 0; epoch < config.epochs && !stop; ++epoch) {
     const auto epoch_start = Clock::now();
     loader.StartEpoch(sampler.EpochIndices(epoch), epoch);
     progress.StartEpoch(epoch, config.epochs, steps_per_epoch);
     double data_wait = 0, comm_wait = 0;
     int64_t images_seen = 0, epoch_steps = 0, micro = 0;
+    torch::Tensor step_nonfinite;  // () bool, with --on-nonfinite skip: a micro-batch's loss was not finite
     auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
+    // Images of the steps whose loss is in loss_sum (with skip, the finite ones).
+    auto loss_images = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
     // Per metrics row: wall time and data wait accumulated since the previous row.
     auto window_start = Clock::now();
     double window_wait = 0;
@@ -320,31 +376,55 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
       {
         std::optional<DistributedDataParallel::NoSync> accumulate_locally;
         if (replicated && !last_micro) accumulate_locally.emplace(*replicated);
-        auto logits = model->forward(images);                             // (B, classes)
-        loss = torch::nn::functional::cross_entropy(logits, labels);      // ()
-        (config.grad_accum > 1 ? loss / static_cast<double>(config.grad_accum) : loss).backward();
+        // float32 logits, so the loss is float32 under every policy (GradScaler::Scale needs it).
+        loss = torch::nn::functional::cross_entropy(Forward(*model, images, precision), labels);  // ()
+        scaler.Scale(config.grad_accum > 1 ? loss / static_cast<double>(config.grad_accum) : loss).backward();
+      }
+      torch::Tensor loss_nonfinite;  // () bool, skip only
+      if (skip_nonfinite) {
+        loss_nonfinite = loss.detach().isfinite().logical_not();
+        step_nonfinite = step_nonfinite.defined() ? step_nonfinite.logical_or(loss_nonfinite) : loss_nonfinite;
+      } else {
+        window_losses.push_back(loss.detach());
+        if (scaler.enabled()) window_scales.push_back(scaler.scale_tensor().clone());
       }
       const int64_t batch_images = images.size(0);
-      loss_sum.add_(loss.detach(), static_cast<double>(batch_images));
+      if (skip_nonfinite) {
+        loss_sum.add_(loss.detach().masked_fill(loss_nonfinite, 0), static_cast<double>(batch_images));
+        loss_images.add_(loss_nonfinite.logical_not(), static_cast<double>(batch_images));
+      } else {
+        loss_sum.add_(loss.detach(), static_cast<double>(batch_images));
+        loss_images.add_(static_cast<double>(batch_images));
+      }
       images_seen += batch_images;
       window_images += batch_images;
       ++micro;
       if (!last_micro) continue;
 
+      // DDP has averaged the gradients, so every rank sees the same non-finite gradients and
+      // skips the same steps; a rank's own non-finite loss also poisons the average.
       if (replicated) comm_wait += replicated->FinishBackward().exposed_comm_seconds;
-      optimizer.Step();
+      if (config.grad_clip > 0) {
+        scaler.Unscale(optimizer);
+        optimizer.ClipGradNorm(config.grad_clip);
+      }
+      scaler.Step(optimizer, step_nonfinite);
+      scaler.Update();
+      step_nonfinite = torch::Tensor();
       ++step;
       ++epoch_steps;
       ++window_steps;
 
       if (step % config.log_every == 0 || epoch_steps == steps_per_epoch) {
         last_loss = loss.item<double>();  // synchronizes with the device: only at log points
+        check_window_losses(epoch);
         const double window_seconds = SecondsSince(window_start);
         StepMetrics row;
         row.step = step;
         row.epoch = epoch;
         row.loss = last_loss;
         row.lr = config.lr;
+        row.loss_scale = scaler.scale();
         row.step_seconds = window_seconds / static_cast<double>(window_steps);
         row.data_wait_seconds = window_wait / static_cast<double>(window_steps);
         row.images_per_second = static_cast<double>(window_images * world.world_size) / window_seconds;
@@ -361,22 +441,26 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
         break;
       }
     }
-    // The epoch's loss over every rank's images (item() also waits for the device).
-    torch::Tensor totals = torch::stack({loss_sum, torch::scalar_tensor(static_cast<double>(images_seen), loss_sum.options())});
+    check_window_losses(epoch);  // the steps after the last metrics row (--max-steps)
+    // The epoch's loss over every rank's images (item() also waits for the device); NaN when
+    // every step of the epoch was skipped, reported as diverged below.
+    torch::Tensor totals = torch::stack({loss_sum, loss_images});
     ranks.Sum(totals, "epoch loss");
     totals = totals.cpu();
-    const double global_images = totals[1].item<double>();
-    const double train_loss = totals[0].item<double>() / std::max(global_images, 1.0);
+    const double train_loss = totals[0].item<double>() / totals[1].item<double>();
+    const double global_images = static_cast<double>(images_seen * world.world_size);
     const double epoch_seconds = SecondsSince(epoch_start);
     progress.EndEpoch();
 
     const auto eval_start = Clock::now();
-    const Evaluation eval = Evaluate(*model, data.test, config.eval_batch_size, device, world.rank, ranks,
-                                     augmentation->ForEvaluation());
+    const Evaluation eval = Evaluate(*model, data.test, config.eval_batch_size, device, precision, world.rank,
+                                     ranks, augmentation->ForEvaluation());
     const double eval_seconds = SecondsSince(eval_start);
     if (!std::isfinite(train_loss)) {
-      throw DivergedError(fmt::format("training loss became {} in epoch {} (step {}); lower --lr",
-                                      train_loss, epoch + 1, step));
+      record_scaler();
+      throw DivergedError(fmt::format("training loss became {} in epoch {} (step {}){}; lower --lr",
+                                      train_loss, epoch + 1, step,
+                                      skip_nonfinite ? ": every step of the epoch had a non-finite loss" : ""));
     }
 
     summary["epochs_detail"].push_back({
@@ -404,6 +488,8 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
              global_images / epoch_seconds);
   }
 
+  if (memory_snapshot) memory_snapshot->Write();
+  record_scaler();
   const double checksum = ParamChecksum(*model);
   const std::vector<double> checksums = ranks.Gather(checksum, "parameter checksums");
   const std::vector<double> peaks = ranks.Gather(static_cast<double>(PeakMemoryBytes(device)), "peak memory");
@@ -422,8 +508,10 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   summary["param_checksum"] = checksum;
   summary["total_seconds"] = SecondsSince(run_start);
   summary["status"] = "ok";
-  log.info("done: {} steps in {:.1f} s, test accuracy {:.2f}%, param_checksum {:.6f}", step,
-           summary["total_seconds"].get<double>(), summary["test_accuracy"].get<double>(), checksum);
+  log.info("done: {} steps in {:.1f} s, test accuracy {:.2f}%, param_checksum {:.6f}, {} steps skipped, "
+           "final loss scale {}", step, summary["total_seconds"].get<double>(),
+           summary["test_accuracy"].get<double>(), checksum, summary["skipped_steps"].get<int64_t>(),
+           summary["final_loss_scale"].get<double>());
 }
 
 }  // namespace mgpu

@@ -77,6 +77,8 @@ std::optional<ParsedCommandLine> ParseCommandLine(int argc, char** argv, int& ex
     help += fmt::format(" [{}]", specs[i].get(TrainConfig{}));
     // A repeated flag takes its last value, as with argparse.
     options.push_back(app.add_option(names, values[i], help)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast));
+    // Yes/no options work as plain flags too (`--amp` means `--amp true`).
+    if (specs[i].choices == std::vector<std::string>{"true", "false"}) options.back()->expected(0, 1);
   }
   try {
     app.parse(argc, argv);
@@ -95,11 +97,12 @@ std::optional<ParsedCommandLine> ParseCommandLine(int argc, char** argv, int& ex
   for (size_t i = 0; i < specs.size(); ++i) {
     if (options[i]->count() == 0) continue;
     try {
-      specs[i].set(parsed.config, values[i]);
+      specs[i].set(parsed.config, values[i].empty() && options[i]->get_expected_min() == 0 ? "true" : values[i]);
     } catch (const BadInputError& e) {
       throw BadInputError(fmt::format("--{}: {}", specs[i].name, e.what()));
     }
   }
+  ResolvePrecisionAliases(parsed.config);
   ValidateConfig(parsed.config);
   WorldFlags flags;
   flags.rank = static_cast<int>(parsed.config.rank);

@@ -176,5 +176,65 @@ TEST(TrainConfig, DatasetOptionsCarryImageSizeBadImagePolicyAndSeed) {
   EXPECT_THROW(FindTrainOption("on-bad-image")->set(config, "ignore"), BadInputError);
 }
 
+TEST(TrainConfig, MixedPrecisionOptionsParseAndRejectBadValues) {
+  TrainConfig config;
+  FindTrainOption("precision")->set(config, "o2");
+  FindTrainOption("loss_scale")->set(config, "dynamic");
+  FindTrainOption("on-nonfinite")->set(config, "skip");
+  FindTrainOption("grad_clip")->set(config, "1.5");
+  EXPECT_EQ(config.precision, "o2");
+  EXPECT_EQ(config.loss_scale, "dynamic");
+  EXPECT_EQ(config.on_nonfinite, "skip");
+  EXPECT_EQ(config.grad_clip, 1.5);
+  FindTrainOption("loss-scale")->set(config, "1024");
+  EXPECT_EQ(config.loss_scale, "1024");
+  EXPECT_THROW(FindTrainOption("loss-scale")->set(config, "0"), BadInputError);
+  EXPECT_THROW(FindTrainOption("on-nonfinite")->set(config, "ignore"), BadInputError);
+  EXPECT_THROW(FindTrainOption("grad-clip")->set(config, "-1"), BadInputError);
+  EXPECT_THROW(FindTrainOption("dtype")->set(config, "fp64"), BadInputError);
+}
+
+TEST(TrainConfig, DtypeAndAmpResolveIntoPrecisionAndShowTheResolvedPolicy) {
+  TrainConfig config;
+  FindTrainOption("dtype")->set(config, "bf16");
+  FindTrainOption("amp")->set(config, "true");
+  ResolvePrecisionAliases(config);
+  EXPECT_EQ(config.precision, "amp-bf16");
+  EXPECT_EQ(FindTrainOption("dtype")->get(config), "bf16");
+  EXPECT_EQ(FindTrainOption("amp")->get(config), "true");
+
+  TrainConfig o2;  // agreeing spellings are accepted and keep the policy
+  o2.precision = "o2";
+  o2.dtype = "fp16";
+  ResolvePrecisionAliases(o2);
+  EXPECT_EQ(o2.precision, "o2");
+  EXPECT_EQ(FindTrainOption("amp")->get(o2), "false");
+
+  TrainConfig conflict;
+  conflict.precision = "tf32";
+  conflict.dtype = "bf16";
+  conflict.amp = true;
+  try {
+    ResolvePrecisionAliases(conflict);
+    FAIL() << "expected BadInputError";
+  } catch (const BadInputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--precision tf32 conflicts with --dtype bf16 --amp"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(TrainConfig, ResolvedConfigRoundTripsThroughYaml) {
+  TempDir dir;
+  TrainConfig config;
+  config.precision = "o2";
+  config.loss_scale = "dynamic";
+  config.grad_clip = 2;
+  WriteBytes(dir / "c.yaml", ConfigToYaml(config));
+  TrainConfig back;
+  ApplyYamlFile(back, dir / "c.yaml");
+  ResolvePrecisionAliases(back);
+  EXPECT_EQ(ConfigToYaml(back), ConfigToYaml(config));
+}
+
 }  // namespace
 }  // namespace mgpu
