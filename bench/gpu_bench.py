@@ -33,6 +33,7 @@ def mgpu_run(args, model, precision, world, out):
     """Runs mgpu-worker on `world` GPUs (torchrun-style environment) and returns its measurements."""
     steps, log_every = args.warmup + args.steps, args.steps // 4
     flags = [os.path.join(args.build, "bin", "mgpu-worker"), "--model", model, "--dataset", "synthetic",
+             "--image-size", "32", "--synthetic-train", "20000", "--synthetic-test", "1000",
              "--batch-size", str(args.batch * world), "--max-steps", str(steps), "--epochs", "1000",
              "--log-every", str(log_every), "--optimizer", "sgd", "--momentum", "0.9", "--lr", "0.01",
              "--precision", precision, "--num-workers", str(args.loader_workers), "--progress", "lines",

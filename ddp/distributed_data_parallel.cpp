@@ -39,7 +39,10 @@ void Coalesced(const std::vector<torch::Tensor>& tensors, const std::function<vo
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,
                                                  Communicator& communicator, DdpOptions options)
-    : module_(std::move(module)), communicator_(communicator), options_(std::move(options)) {
+    : module_(std::move(module)),
+      communicator_(communicator),
+      options_(std::move(options)),
+      inverse_world_(torch::scalar_tensor(1.0 / communicator.size(), torch::kDouble)) {
   if (options_.compression != "none" && options_.compression != "fp16" && options_.compression != "bf16") {
     throw BadInputError(fmt::format("unknown DDP gradient compression '{}'; use none, fp16 or bf16",
                                     options_.compression));
@@ -192,14 +195,13 @@ void DistributedDataParallel::MarkReady(size_t index) {
   Bucket& bucket = buckets_[where.bucket];
   torch::Tensor& view = bucket.views[where.slot];
   torch::Tensor& grad = parameters_[index].mutable_grad();
-  const double inverse_world = 1.0 / communicator_.size();
   torch::NoGradGuard no_grad;
   if (!grad.defined()) {
     view.zero_();  // an unused parameter (find_unused_parameters)
   } else if (grad.is_alias_of(view)) {
-    view.mul_(inverse_world);
+    view.mul_(inverse_world_);
   } else {
-    torch::mul_out(view, grad, torch::scalar_tensor(inverse_world, view.options()));
+    torch::mul_out(view, grad, inverse_world_);
     if (options_.gradient_as_bucket_view) grad = view;
   }
   --bucket.pending;

@@ -104,6 +104,9 @@ class DistributedDataParallel {
   std::shared_ptr<torch::nn::Module> module_;
   Communicator& communicator_;
   DdpOptions options_;
+  // 1 / world size as a 0-dim CPU tensor: multiplies GPU gradients as a kernel argument, where a
+  // GPU scalar would cost a blocking host-to-device copy per gradient.
+  torch::Tensor inverse_world_;
   std::vector<std::string> names_;
   std::vector<torch::Tensor> parameters_;
   std::vector<torch::Tensor> buffers_;
