@@ -4,7 +4,23 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include "common/status.h"
+
 namespace mgpu::testing {
+
+// Runs `fn`, expects it to throw BadInputError, and returns the message (a test failure if not).
+template <typename Fn>
+std::string BadInputMessage(Fn fn) {
+  try {
+    fn();
+  } catch (const BadInputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected BadInputError";
+  return "";
+}
 
 // A fresh folder under the system temp dir, removed when the object goes out of scope.
 class TempDir {

@@ -17,17 +17,6 @@ using namespace mgpu::testing;
 
 constexpr int64_t kRecords = 4;  // per file in these fixtures; real files hold 10000
 
-template <typename Fn>
-std::string BadInputMessage(Fn fn) {
-  try {
-    fn();
-  } catch (const BadInputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected BadInputError";
-  return "";
-}
-
 // `records` records; record r has label labels[r % size] and every pixel of channel c equal to
 // first_pixel + r + c.
 std::string CifarBytes(int64_t records, const std::vector<int>& labels, int first_pixel) {

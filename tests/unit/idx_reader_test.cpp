@@ -12,18 +12,6 @@ namespace {
 
 using namespace mgpu::testing;
 
-// Runs `fn`, expects BadInputError, and returns its message.
-template <typename Fn>
-std::string BadInputMessage(Fn fn) {
-  try {
-    fn();
-  } catch (const BadInputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected BadInputError";
-  return "";
-}
-
 TEST(IdxReader, ReadsRawAndGzipFiles) {
   TempDir dir;
   const std::string body = IdxBytes({2, 2, 3}, std::string("\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c", 12));

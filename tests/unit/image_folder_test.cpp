@@ -73,17 +73,6 @@ void WriteTinyFolder(const std::string& root) {
   WriteJpeg(root + "/test/dog/e.jpeg", 8, 8, Solid(8, 8, 0, 250, 0));
 }
 
-template <typename Fn>
-std::string BadInputMessage(Fn fn) {
-  try {
-    fn();
-  } catch (const BadInputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected BadInputError";
-  return "";
-}
-
 TEST(ImageCodec, DecodesPngAndJpegToRgb) {
   TempDir dir;
   std::vector<uint8_t> gradient;
