@@ -319,13 +319,14 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   //         row are kept and checked at the next one, which synchronizes anyway; the first
   //         non-finite loss names the step. The few steps in between may update with NaN
   //         gradients, which does not matter as the run ends there.
-  std::vector<torch::Tensor> window_losses, window_scales;
+  std::vector<torch::Tensor> window_losses, window_scales;  // one per micro-batch
+  std::vector<int64_t> window_loss_steps;                    // the step each loss belongs to
   auto check_window_losses = [&](int64_t epoch) {
     if (window_losses.empty()) return;
     const torch::Tensor finite = torch::stack(window_losses).isfinite();
     if (!finite.all().item<bool>()) {
       const int64_t first = finite.logical_not().to(torch::kLong).argmax().item<int64_t>();
-      const int64_t bad_step = step - static_cast<int64_t>(window_losses.size()) + 1 + first;
+      const int64_t bad_step = window_loss_steps[static_cast<size_t>(first)];
       const double bad_scale = window_scales.empty() ? 1.0 : window_scales[static_cast<size_t>(first)].item<double>();
       record_scaler();
       throw DivergedError(fmt::format(
@@ -335,6 +336,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
           config.precision, config.loss_scale));
     }
     window_losses.clear();
+    window_loss_steps.clear();
     window_scales.clear();
   };
   for (int64_t epoch = 0; epoch < config.epochs && !stop; ++epoch) {
@@ -380,19 +382,16 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
         loss = torch::nn::functional::cross_entropy(Forward(*model, images, precision), labels);  // ()
         scaler.Scale(config.grad_accum > 1 ? loss / static_cast<double>(config.grad_accum) : loss).backward();
       }
-      torch::Tensor loss_nonfinite;  // () bool, skip only
-      if (skip_nonfinite) {
-        loss_nonfinite = loss.detach().isfinite().logical_not();
-        step_nonfinite = step_nonfinite.defined() ? step_nonfinite.logical_or(loss_nonfinite) : loss_nonfinite;
-      } else {
-        window_losses.push_back(loss.detach());
-        if (scaler.enabled()) window_scales.push_back(scaler.scale_tensor().clone());
-      }
       const int64_t batch_images = images.size(0);
       if (skip_nonfinite) {
+        const torch::Tensor loss_nonfinite = loss.detach().isfinite().logical_not();  // () bool
+        step_nonfinite = step_nonfinite.defined() ? step_nonfinite.logical_or(loss_nonfinite) : loss_nonfinite;
         loss_sum.add_(loss.detach().masked_fill(loss_nonfinite, 0), static_cast<double>(batch_images));
         loss_images.add_(loss_nonfinite.logical_not(), static_cast<double>(batch_images));
       } else {
+        window_losses.push_back(loss.detach());
+        window_loss_steps.push_back(step + 1);
+        if (scaler.enabled()) window_scales.push_back(scaler.scale_tensor().clone());
         loss_sum.add_(loss.detach(), static_cast<double>(batch_images));
         loss_images.add_(static_cast<double>(batch_images));
       }
