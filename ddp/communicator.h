@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <torch/torch.h>
@@ -49,6 +50,11 @@ class Communicator {
                                                     const std::string& what) = 0;
   // Returns once every rank has called it.
   virtual void Barrier(const std::string& what) = 0;
+
+  // Device seconds spent inside collectives that have completed so far (waiting for peers
+  // included), for backends that run them on a device stream (nccl); nullopt for the others.
+  // Compared with the exposed communication time it tells how much of it backward hid.
+  virtual std::optional<double> CompletedCollectiveSeconds() { return std::nullopt; }
 };
 
 // "<what> on rank R (host H)" prefix for collective errors.

@@ -1,6 +1,5 @@
 #include "ddp/distributed_data_parallel.h"
 
-#include <chrono>
 #include <map>
 
 #include <torch/csrc/autograd/function.h>
@@ -238,9 +237,8 @@ void DistributedDataParallel::PrepareForward() {
   }
 }
 
-DdpStepTiming DistributedDataParallel::FinishBackward() {
-  DdpStepTiming timing;
-  if (!sync_enabled_) return timing;
+void DistributedDataParallel::FinishBackward() {
+  if (!sync_enabled_) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     std::vector<std::string> missing;
@@ -260,9 +258,7 @@ DdpStepTiming DistributedDataParallel::FinishBackward() {
       LaunchReadyBuckets();
     }
   }
-  const auto wait_start = std::chrono::steady_clock::now();
   for (auto& bucket : buckets_) bucket.work->Wait();
-  timing.exposed_comm_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
 
   torch::NoGradGuard no_grad;
   for (auto& bucket : buckets_) {
@@ -284,7 +280,6 @@ DdpStepTiming DistributedDataParallel::FinishBackward() {
     ResetIteration();
   }
   if (!rebuilt_) RebuildFromObservedOrder();
-  return timing;
 }
 
 // Rank 0's observed gradient order decides the new plan on every rank.

@@ -44,10 +44,6 @@ struct DdpOptions {
   std::string compression = "none";
 };
 
-struct DdpStepTiming {
-  double exposed_comm_seconds = 0;  // host time FinishBackward spent waiting for all-reduces
-};
-
 class DistributedDataParallel {
  public:
   DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, Communicator& communicator, DdpOptions options);
@@ -56,8 +52,9 @@ class DistributedDataParallel {
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
   void PrepareForward();
-  // Completes the iteration's gradient reduction. Inside a NoSync scope, does nothing.
-  DdpStepTiming FinishBackward();
+  // Completes the iteration's gradient reduction: on GPUs without blocking the host (the current
+  // stream waits for the buckets). Inside a NoSync scope, does nothing.
+  void FinishBackward();
   // Clears gradients for the next step (in place when gradients are bucket views).
   void ZeroGrad();
 

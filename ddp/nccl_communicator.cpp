@@ -62,9 +62,9 @@ ncclDataType_t NcclType(torch::ScalarType type, const std::string& context) {
 // A CUDA event shared by a work handle and the watchdog; destroyed when both are done with it.
 using SharedEvent = std::shared_ptr<CUevent_st>;
 
-SharedEvent NewEvent() {
+SharedEvent NewEvent(unsigned flags = cudaEventDisableTiming) {
   cudaEvent_t event = nullptr;
-  MGPU_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  MGPU_CUDA_CHECK(cudaEventCreateWithFlags(&event, flags));
   return SharedEvent(event, [](cudaEvent_t e) { cudaEventDestroy(e); });
 }
 
@@ -82,7 +82,8 @@ class NcclWork : public CollectiveWork {
 
 class NcclCommunicator : public Communicator {
  public:
-  NcclCommunicator(const std::string& unique_id, int rank, int size, int device, std::chrono::milliseconds timeout)
+  NcclCommunicator(const std::string& unique_id, int rank, int size, int device, std::chrono::milliseconds timeout,
+                   int max_ctas)
       : rank_(rank), size_(size), device_(device), timeout_(timeout) {
     ncclUniqueId id;
     if (unique_id.size() != sizeof(id.internal)) {
@@ -90,7 +91,9 @@ class NcclCommunicator : public Communicator {
     }
     std::copy(unique_id.begin(), unique_id.end(), id.internal);
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
-    MGPU_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_), nullptr);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    if (max_ctas > 0) config.maxCTAs = max_ctas;
+    MGPU_NCCL_CHECK(ncclCommInitRankConfig(&comm_, size_, id, rank_, &config), nullptr);
     MGPU_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     watchdog_ = std::thread([this] { WatchdogLoop(); });
   }
@@ -106,6 +109,11 @@ class NcclCommunicator : public Communicator {
   }
 
   std::string backend() const override { return "nccl"; }
+  std::optional<double> CompletedCollectiveSeconds() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ReapCompleted();
+    return completed_seconds_;
+  }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
@@ -157,6 +165,7 @@ class NcclCommunicator : public Communicator {
 
  private:
   struct Pending {
+    SharedEvent started;  // timing events around the collective on stream_
     SharedEvent done;
     std::string context;
     std::chrono::steady_clock::time_point deadline;
@@ -169,15 +178,16 @@ class NcclCommunicator : public Communicator {
       throw CollectiveError(fmt::format("{}: the nccl backend takes contiguous tensors on cuda:{}", context, device_));
     }
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
-    const SharedEvent ready = NewEvent(), done = NewEvent();
+    const SharedEvent ready = NewEvent(), started = NewEvent(cudaEventDefault), done = NewEvent(cudaEventDefault);
     MGPU_CUDA_CHECK(cudaEventRecord(ready.get(), at::cuda::getCurrentCUDAStream(device_).stream()));
     MGPU_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready.get(), 0));
     RecordOnCommStream(tensor);
+    MGPU_CUDA_CHECK(cudaEventRecord(started.get(), stream_));
     call();
     MGPU_CUDA_CHECK(cudaEventRecord(done.get(), stream_));
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      pending_.push_back(Pending{done, context, std::chrono::steady_clock::now() + timeout_});
+      pending_.push_back(Pending{started, done, context, std::chrono::steady_clock::now() + timeout_});
     }
     return std::make_unique<NcclWork>(this, done);
   }
@@ -193,19 +203,26 @@ class NcclCommunicator : public Communicator {
     if (!failure_.empty()) throw CollectiveError(failure_);
   }
 
+  // Requires mutex_. Forgets the collectives that are done, adding up their device time.
+  void ReapCompleted() {
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (cudaEventQuery(it->done.get()) != cudaSuccess) {
+        ++it;
+        continue;
+      }
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, it->started.get(), it->done.get()) == cudaSuccess) completed_seconds_ += ms / 1000.0;
+      it = pending_.erase(it);
+    }
+  }
+
   void WatchdogLoop() {
     cudaSetDevice(device_);
     while (true) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       std::unique_lock<std::mutex> lock(mutex_);
       if (stopping_) return;
-      for (auto it = pending_.begin(); it != pending_.end();) {
-        if (cudaEventQuery(it->done.get()) == cudaSuccess) {
-          it = pending_.erase(it);
-        } else {
-          ++it;
-        }
-      }
+      ReapCompleted();
       ncclResult_t async_error = ncclSuccess;
       ncclCommGetAsyncError(comm_, &async_error);
       std::string failure;
@@ -244,6 +261,7 @@ class NcclCommunicator : public Communicator {
   std::string failure_;
   bool stopping_ = false;
   std::atomic<bool> aborted_{false};
+  double completed_seconds_ = 0;  // device time of the collectives reaped so far; guarded by mutex_
   std::thread watchdog_;
 };
 
@@ -258,8 +276,8 @@ std::string NewNcclUniqueId() {
 }
 
 std::unique_ptr<Communicator> MakeNcclCommunicator(const std::string& unique_id, int rank, int size, int device_index,
-                                                   std::chrono::milliseconds timeout) {
-  return std::make_unique<NcclCommunicator>(unique_id, rank, size, device_index, timeout);
+                                                   std::chrono::milliseconds timeout, int max_ctas) {
+  return std::make_unique<NcclCommunicator>(unique_id, rank, size, device_index, timeout, max_ctas);
 }
 
 }  // namespace mgpu

@@ -25,9 +25,10 @@ struct RendezvousResult {
 
 // `world.source` decides the bootstrap (Open MPI's environment → MPI). Throws BadInputError for
 // an impossible combination (mpi without mpirun, nccl on a CPU device, a taken master port)
-// and CollectiveError when the ranks do not meet within `timeout`.
+// and CollectiveError when the ranks do not meet within `timeout`. `nccl_max_ctas`: see
+// MakeNcclCommunicator (ignored by the other backends).
 RendezvousResult Rendezvous(const WorldInfo& world, const std::string& backend, const torch::Device& device,
-                            std::chrono::milliseconds timeout);
+                            std::chrono::milliseconds timeout, int nccl_max_ctas);
 
 // The backend to use when --backend is auto: nccl on GPUs, gloo on CPUs.
 std::string DefaultBackend(const torch::Device& device);

@@ -19,10 +19,13 @@ RunOutputs::RunOutputs(const std::string& folder, int rank) : folder_(folder), r
                                              spdlog::sinks_init_list{file_sink, console_sink});
   logger_->flush_on(spdlog::level::info);
   if (writes_shared_files()) {
-    metrics_ = std::make_unique<CsvWriter>(
-        folder_ + "/metrics.csv",
-        std::vector<std::string>{"step", "epoch", "loss", "lr", "loss_scale", "step_seconds",
-                                 "data_wait_seconds", "images_per_second"});
+    std::vector<std::string> columns{"step",       "epoch",         "loss",
+                                     "lr",         "loss_scale",    "step_seconds",
+                                     "data_wait_seconds", "images_per_second"};
+    for (size_t i = 0; i < kStepPhaseCount; ++i) {
+      columns.push_back(std::string(StepPhaseName(static_cast<StepPhase>(i))) + "_seconds");
+    }
+    metrics_ = std::make_unique<CsvWriter>(folder_ + "/metrics.csv", columns);
     events_ = std::make_unique<TensorBoardWriter>(folder_);
   }
 }
@@ -33,10 +36,12 @@ void RunOutputs::WriteConfig(const std::string& yaml) {
 
 void RunOutputs::AppendStep(const StepMetrics& m) {
   if (!metrics_) return;
-  metrics_->AppendRow({std::to_string(m.step), std::to_string(m.epoch), CsvWriter::Number(m.loss),
-                       CsvWriter::Number(m.lr), CsvWriter::Number(m.loss_scale),
-                       CsvWriter::Number(m.step_seconds), CsvWriter::Number(m.data_wait_seconds),
-                       CsvWriter::Number(m.images_per_second)});
+  std::vector<std::string> row{std::to_string(m.step),         std::to_string(m.epoch),
+                               CsvWriter::Number(m.loss),          CsvWriter::Number(m.lr),
+                               CsvWriter::Number(m.loss_scale),    CsvWriter::Number(m.step_seconds),
+                               CsvWriter::Number(m.data_wait_seconds), CsvWriter::Number(m.images_per_second)};
+  for (double seconds : m.phase_seconds.seconds) row.push_back(CsvWriter::Number(seconds));
+  metrics_->AppendRow(row);
   events_->AddScalar("train/loss", m.loss, m.step);
   events_->AddScalar("train/lr", m.lr, m.step);
   events_->AddScalar("train/loss_scale", m.loss_scale, m.step);

@@ -13,6 +13,7 @@
 
 #include "report/csv_writer.h"
 #include "report/tensorboard_writer.h"
+#include "worker/step_timeline.h"
 
 namespace mgpu {
 
@@ -25,6 +26,7 @@ struct StepMetrics {
   double step_seconds = 0;       // mean wall time per optimizer step since the previous row
   double data_wait_seconds = 0;  // of which waiting for batches, per step
   double images_per_second = 0;
+  PhaseSeconds phase_seconds;    // mean per step, measured on the training device (step_timeline.h)
 };
 
 class RunOutputs {

@@ -277,6 +277,9 @@ std::vector<OptionSpec> BuildOptions() {
                            {"none", "fp16", "bf16"}, "DDP: all-reduce gradients in half precision"));
   o.push_back(IntOption("grad-accum", {"grad_accum"}, &TrainConfig::grad_accum, 1,
                         "micro-batches accumulated per optimizer step (DDP syncs only the last)"));
+  o.push_back(IntOption("nccl-max-ctas", {}, &TrainConfig::nccl_max_ctas, 0,
+                        "thread blocks (SMs) one NCCL collective may use while it overlaps backward "
+                        "(0: NCCL's choice; NCCL_MAX_CTAS in the environment wins)"));
   o.push_back(DoubleOption("collective-timeout", &TrainConfig::collective_timeout, false,
                            "seconds before a stuck collective fails the job"));
   o.push_back(StringOption("out", {}, &TrainConfig::out, {},

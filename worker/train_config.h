@@ -83,6 +83,7 @@ struct TrainConfig {
   std::string ddp_compression = "none";
   int64_t grad_accum = 1;           // micro-batches per optimizer step
   double collective_timeout = 600;  // seconds
+  int64_t nccl_max_ctas = 8;        // thread blocks per NCCL collective; 0: NCCL's choice
 
   // Outputs.
   std::string out;          // empty: runs/<timestamp>-<model>-<dataset>-<mode>

@@ -24,6 +24,7 @@
 #include "optim/fused_optimizer.h"
 #include "worker/memory_snapshot.h"
 #include "worker/progress.h"
+#include "worker/step_timeline.h"
 
 namespace mgpu {
 namespace {
@@ -305,6 +306,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
                    {"libtorch", TORCH_VERSION}});
 
   Progress progress(config.progress, world.rank, log);
+  StepTimeline timeline(device);
   int64_t step = 0;
   bool stop = false;
   double last_loss = std::nan("");
@@ -341,9 +343,13 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   };
   for (int64_t epoch = 0; epoch < config.epochs && !stop; ++epoch) {
     const auto epoch_start = Clock::now();
+    const double collective_seconds_before =
+        communicator ? communicator->CompletedCollectiveSeconds().value_or(0) : 0;
     loader.StartEpoch(sampler.EpochIndices(epoch), epoch);
+    timeline.Restart();  // evaluation and epoch set-up are not part of any step
     progress.StartEpoch(epoch, config.epochs, steps_per_epoch);
-    double data_wait = 0, comm_wait = 0;
+    double data_wait = 0;
+    PhaseSeconds epoch_phases;
     int64_t images_seen = 0, epoch_steps = 0, micro = 0;
     torch::Tensor step_nonfinite;  // () bool, with --on-nonfinite skip: a micro-batch's loss was not finite
     auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
@@ -366,6 +372,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
       const bool last_micro = (micro + 1) % config.grad_accum == 0 || micro + 1 == micro_batches_per_epoch;
       auto images = batch->images.to(device, /*non_blocking=*/true);  // (B, C, H, W)
       auto labels = batch->labels.to(device, /*non_blocking=*/true);  // (B)
+      timeline.Mark(StepPhase::kInput);
       if (micro % config.grad_accum == 0) {
         if (replicated) {
           replicated->ZeroGrad();
@@ -380,7 +387,9 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
         if (replicated && !last_micro) accumulate_locally.emplace(*replicated);
         // float32 logits, so the loss is float32 under every policy (GradScaler::Scale needs it).
         loss = torch::nn::functional::cross_entropy(Forward(*model, images, precision), labels);  // ()
+        timeline.Mark(StepPhase::kForward);
         scaler.Scale(config.grad_accum > 1 ? loss / static_cast<double>(config.grad_accum) : loss).backward();
+        timeline.Mark(StepPhase::kBackward);
       }
       const int64_t batch_images = images.size(0);
       if (skip_nonfinite) {
@@ -402,13 +411,17 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
 
       // DDP has averaged the gradients, so every rank sees the same non-finite gradients and
       // skips the same steps; a rank's own non-finite loss also poisons the average.
-      if (replicated) comm_wait += replicated->FinishBackward().exposed_comm_seconds;
+      if (replicated) {
+        replicated->FinishBackward();
+        timeline.Mark(StepPhase::kExposedComm);
+      }
       if (config.grad_clip > 0) {
         scaler.Unscale(optimizer);
         optimizer.ClipGradNorm(config.grad_clip);
       }
       scaler.Step(optimizer, step_nonfinite);
       scaler.Update();
+      timeline.Mark(StepPhase::kOptimizer);
       step_nonfinite = torch::Tensor();
       ++step;
       ++epoch_steps;
@@ -417,6 +430,8 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
       if (step % config.log_every == 0 || epoch_steps == steps_per_epoch) {
         last_loss = loss.item<double>();  // synchronizes with the device: only at log points
         check_window_losses(epoch);
+        const PhaseSeconds window_phases = timeline.Collect();
+        epoch_phases += window_phases;
         const double window_seconds = SecondsSince(window_start);
         StepMetrics row;
         row.step = step;
@@ -427,6 +442,9 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
         row.step_seconds = window_seconds / static_cast<double>(window_steps);
         row.data_wait_seconds = window_wait / static_cast<double>(window_steps);
         row.images_per_second = static_cast<double>(window_images * world.world_size) / window_seconds;
+        for (size_t i = 0; i < kStepPhaseCount; ++i) {
+          row.phase_seconds.seconds[i] = window_phases.seconds[i] / static_cast<double>(window_steps);
+        }
         outputs.AppendStep(row);
         window_start = Clock::now();
         window_wait = 0;
@@ -441,6 +459,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
       }
     }
     check_window_losses(epoch);  // the steps after the last metrics row (--max-steps)
+    epoch_phases += timeline.Collect();
     // The epoch's loss over every rank's images (item() also waits for the device); NaN when
     // every step of the epoch was skipped, reported as diverged below.
     torch::Tensor totals = torch::stack({loss_sum, loss_images});
@@ -462,6 +481,14 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
                                       skip_nonfinite ? ": every step of the epoch had a non-finite loss" : ""));
     }
 
+    const double comm_wait = epoch_phases[StepPhase::kExposedComm];
+    nlohmann::json phase_seconds = nlohmann::json::object();
+    for (size_t i = 0; i < kStepPhaseCount; ++i) phase_seconds[StepPhaseName(static_cast<StepPhase>(i))] = epoch_phases.seconds[i];
+    // All-reduces (and the evaluation's) in device time, hidden or not: with exposed_comm, how
+    // much of the communication backward hid.
+    if (const auto collective_seconds = communicator ? communicator->CompletedCollectiveSeconds() : std::nullopt) {
+      phase_seconds["collectives_total"] = *collective_seconds - collective_seconds_before;
+    }
     summary["epochs_detail"].push_back({
         {"epoch", epoch},
         {"train_loss", train_loss},
@@ -470,6 +497,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
         {"data_wait_seconds", data_wait},
         {"compute_seconds", epoch_seconds - data_wait - comm_wait},
         {"comm_seconds", comm_wait},
+        {"phase_seconds", phase_seconds},
         {"steps", epoch_steps},
         {"eval_seconds", eval_seconds},
         {"test_loss", eval.loss},
@@ -485,6 +513,16 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
              "({:.1f} s waiting for data, {:.1f} s for all-reduces), {:.0f} img/s",
              epoch + 1, config.epochs, train_loss, eval.loss, eval.accuracy, epoch_seconds, data_wait, comm_wait,
              global_images / epoch_seconds);
+    const double per_step_ms = 1000.0 / static_cast<double>(std::max<int64_t>(epoch_steps, 1));
+    log.info("epoch {}/{} per step, {} time: input {:.2f} ms, forward {:.2f} ms, backward {:.2f} ms, exposed "
+             "communication {:.2f} ms, optimizer {:.2f} ms{}",
+             epoch + 1, config.epochs, device.is_cuda() ? "device" : "host",
+             epoch_phases[StepPhase::kInput] * per_step_ms, epoch_phases[StepPhase::kForward] * per_step_ms,
+             epoch_phases[StepPhase::kBackward] * per_step_ms, epoch_phases[StepPhase::kExposedComm] * per_step_ms,
+             epoch_phases[StepPhase::kOptimizer] * per_step_ms,
+             phase_seconds.contains("collectives_total")
+                 ? fmt::format(" (collectives ran {:.2f} ms)", phase_seconds["collectives_total"].get<double>() * per_step_ms)
+                 : "");
   }
 
   if (memory_snapshot) memory_snapshot->Write();

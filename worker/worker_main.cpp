@@ -141,7 +141,8 @@ int main(int argc, char** argv) {
     if (config.mode == "ddp") {
       const std::string backend = config.backend == "auto" ? DefaultBackend(*device) : config.backend;
       RendezvousResult joined = Rendezvous(world, backend, *device,
-                                           std::chrono::milliseconds(static_cast<int64_t>(config.collective_timeout * 1000)));
+                                           std::chrono::milliseconds(static_cast<int64_t>(config.collective_timeout * 1000)),
+                                           static_cast<int>(config.nccl_max_ctas));
       communicator = std::move(joined.communicator);
       rendezvous = joined.description;
       config.out = AgreeOnFolder(*communicator, config.out, *device);

@@ -22,6 +22,12 @@ TEST(CudaTraining, TrainsOnTheGpuAndReportsAllocatorPeakMemory) {
   EXPECT_EQ(summary["devices"][0], "cuda:0");
   EXPECT_GT(summary["peak_memory_bytes"][0].get<double>(), 0);
   EXPECT_GT(summary["test_accuracy"].get<double>(), 90.0);
+  // Phases measured with CUDA events: device time, within the epoch's wall time.
+  const auto& epoch = summary["epochs_detail"][1];
+  EXPECT_GT(epoch["phase_seconds"]["forward"].get<double>(), 0);
+  EXPECT_GT(epoch["phase_seconds"]["backward"].get<double>(), 0);
+  EXPECT_LT(epoch["phase_seconds"]["forward"].get<double>() + epoch["phase_seconds"]["backward"].get<double>(),
+            epoch["seconds"].get<double>());
 }
 
 }  // namespace
@@ -66,6 +72,10 @@ TEST(CudaDdp, NcclOnTwoGpusMatchesOneGpuWithTheGlobalBatch) {
   EXPECT_EQ(ddp["rank_param_checksums"][0], ddp["rank_param_checksums"][1]);
   EXPECT_NEAR(ddp["param_checksum"].get<double>(), one["param_checksum"].get<double>(),
               1e-4 * one["param_checksum"].get<double>());
+  // The all-reduces ran on the device and the exposed part of them was measured there.
+  const auto& phases = ddp["epochs_detail"][0]["phase_seconds"];
+  EXPECT_GT(phases["collectives_total"].get<double>(), 0);
+  EXPECT_GE(phases["exposed_comm"].get<double>(), 0);
 }
 
 }  // namespace

@@ -62,9 +62,19 @@ TEST_F(WorkerCli, TrainsAndWritesEveryContractOutput) {
   ASSERT_EQ(summary["epochs_detail"].size(), 2u);
   for (const auto& field : kEpochFields) EXPECT_TRUE(summary["epochs_detail"][1].contains(field)) << field;
   EXPECT_EQ(summary["steps"], 40);  // 640 / 32 per epoch
+  // Where the steps' time went: every phase is reported, and a one-process run has no all-reduce.
+  const auto& phases = summary["epochs_detail"][1]["phase_seconds"];
+  EXPECT_GT(phases["forward"].get<double>(), 0);
+  EXPECT_GT(phases["backward"].get<double>(), 0);
+  EXPECT_GT(phases["optimizer"].get<double>(), 0);
+  EXPECT_EQ(phases["exposed_comm"].get<double>(), 0);
+  EXPECT_LE(phases["forward"].get<double>() + phases["backward"].get<double>(),
+            summary["epochs_detail"][1]["seconds"].get<double>());
 
   const std::string csv = ReadText(out_ / "run/metrics.csv");
   EXPECT_EQ(csv.rfind("step,epoch,loss,lr,loss_scale,step_seconds", 0), 0u) << csv;
+  EXPECT_NE(csv.find(",input_seconds,forward_seconds,backward_seconds,exposed_comm_seconds,optimizer_seconds\n"),
+            std::string::npos) << csv;
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 40 / 5);
   EXPECT_NE(ReadText(out_ / "run/logs/rank-0.log").find("rank source"), std::string::npos);
   EXPECT_NE(ReadText(out_ / "run/config.yaml").find("batch-size: 32"), std::string::npos);
