@@ -84,6 +84,10 @@ struct TrainConfig {
   int64_t grad_accum = 1;           // micro-batches per optimizer step
   double collective_timeout = 600;  // seconds
 
+  // DataParallel (--mode dp, dataparallel/).
+  std::string dp_devices = "auto";  // dataparallel/dp_devices.h
+  std::string dp_impl = "mgpu";     // mgpu | libtorch
+
   // Outputs.
   std::string out;          // empty: runs/<timestamp>-<model>-<dataset>-<mode>
   std::string name;         // short label for reports; empty: derived
