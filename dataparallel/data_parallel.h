@@ -11,8 +11,8 @@
 //
 // The gradients left on the primary are those of the global batch's mean loss (times the loss
 // scale and `loss_weight`), whatever the split, uneven last batches included: replica r's slice
-// of n_r images contributes mean_r(loss) × n_r / B. So a run equals one device with the global
-// batch, up to floating-point summation order.
+// contributes its summed loss / B, so every image's gradient is scaled by 1/B as in one
+// process. A run equals one device with the global batch up to the order of summation.
 //
 // Implementations (--dp-impl):
 //   mgpu      replicas built once and kept; one persistent thread per device; gradients

@@ -1,5 +1,7 @@
 #include "dataparallel/libtorch_data_parallel.h"
 
+#include <optional>
+
 #include <fmt/format.h>
 #include <torch/nn/parallel/data_parallel.h>
 
@@ -16,8 +18,8 @@ class LibTorchDataParallel::Replicable : public torch::nn::Module {
       : model_(register_module("model", std::move(model))), options_(std::move(options)) {}
 
   torch::Tensor forward(torch::Tensor images) {
-    c10::OptionalDeviceGuard guard;
-    if (images.is_cuda()) guard.reset_device(images.device());
+    std::optional<c10::DeviceGuard> guard;  // the CPU needs none
+    if (images.is_cuda()) guard.emplace(images.device());
     return PolicyForward(*model_, images, options_.precision);
   }
 

@@ -1,5 +1,7 @@
 #include "dataparallel/replicated_data_parallel.h"
 
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "common/status.h"
@@ -115,8 +117,8 @@ torch::Tensor ReplicatedDataParallel::ForwardBackward(const torch::Tensor& image
   const bool training = replicas_[0]->is_training();
   std::vector<torch::Tensor> losses(n);
   threads_.Run([&](size_t r) {
-    c10::OptionalDeviceGuard device_guard;
-    if (devices_[r].is_cuda()) device_guard.reset_device(devices_[r]);
+    std::optional<c10::DeviceGuard> device_guard;  // the CPU needs none
+    if (devices_[r].is_cuda()) device_guard.emplace(devices_[r]);
     AttachGradients(r);
     if (counts[r] == 0) return;  // fewer images than devices: its gradients stay zero
     if (r > 0) replicas_[r]->train(training);
@@ -124,14 +126,19 @@ torch::Tensor ReplicatedDataParallel::ForwardBackward(const torch::Tensor& image
     timer.Start(kForward);
     const torch::Tensor x = images.narrow(0, starts[r], counts[r]).to(devices_[r], /*non_blocking=*/true);
     const torch::Tensor y = labels.narrow(0, starts[r], counts[r]).to(devices_[r], /*non_blocking=*/true);
-    const torch::Tensor loss = torch::nn::functional::cross_entropy(PolicyForward(*replicas_[r], x, precision_), y);
+    // The slice's summed loss over the global batch size: each image's gradient is scaled by
+    // 1/B, as in one process's mean over the whole batch (a slice mean weighted by n_r/B would
+    // round twice).
+    const torch::Tensor loss_sum = torch::nn::functional::cross_entropy(
+        PolicyForward(*replicas_[r], x, precision_), y,
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));  // ()
     timer.Stop(kForward);
     timer.Start(kBackward);
-    torch::Tensor weighted = loss * (static_cast<double>(counts[r]) / static_cast<double>(batch) * loss_weight);
+    torch::Tensor weighted = loss_sum * (loss_weight / static_cast<double>(batch));
     if (scales[r].defined()) weighted = weighted * scales[r];
     weighted.backward();
     timer.Stop(kBackward);
-    losses[r] = loss.detach();
+    losses[r] = loss_sum.detach();
   });
 
   if (n > 1) {
@@ -146,9 +153,9 @@ torch::Tensor ReplicatedDataParallel::ForwardBackward(const torch::Tensor& image
   torch::Tensor mean_loss = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(devices_[0]));
   for (size_t r = 0; r < n; ++r) {
     if (!losses[r].defined()) continue;
-    mean_loss.add_(losses[r].to(devices_[0], /*non_blocking=*/true),
-                   static_cast<double>(counts[r]) / static_cast<double>(batch));
+    mean_loss.add_(losses[r].to(devices_[0], /*non_blocking=*/true));
   }
+  mean_loss.div_(static_cast<double>(batch));
   replicas_stale_ = true;
   ++forward_backward_calls_;
   timers_[0].Start(kStep);
