@@ -1,6 +1,8 @@
 """PyTorch (Python) reference for bench/gpu_bench.sh: images/s of a training step on synthetic
-CIFAR-shaped data held on the GPU, for one GPU or DDP over all visible GPUs (torch.distributed,
-one process per GPU, NCCL). Prints one JSON line per run.
+CIFAR-shaped data held on the GPU, for one GPU, DDP over all visible GPUs (torch.distributed,
+one process per GPU, NCCL), or with --data-parallel nn.DataParallel over --world GPUs in one
+process (the global batch, --batch x --world, scattered from cuda:0 every step). Prints one
+JSON line per run.
 
 The models are the CIFAR variants mgpu builds (ResNet-18 with a 3x3 stem and no max-pool,
 11,173,962 parameters; VGG-19 with batch norm and a 512->10 head, 20,040,522 parameters; LeNet-5),
@@ -91,12 +93,16 @@ def run(rank, world, args, queue):
     torch.backends.cudnn.benchmark = True
     model = build(args.model).to(device)
     params = sum(p.numel() for p in model.parameters())
-    if world > 1:
+    batch = args.batch
+    if args.data_parallel:
+        model = nn.DataParallel(model, device_ids=list(range(args.world)))
+        batch = args.batch * args.world
+    elif world > 1:
         model = nn.parallel.DistributedDataParallel(model, device_ids=[rank])
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     channels, size = (1, 28) if args.model == "lenet" else (3, 32)
-    images = torch.randn(args.batch, channels, size, size, device=device)
-    labels = torch.randint(0, 10, (args.batch,), device=device)
+    images = torch.randn(batch, channels, size, size, device=device)
+    labels = torch.randint(0, 10, (batch,), device=device)
     amp_dtype = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(args.precision)
     scaler = torch.amp.GradScaler("cuda", enabled=args.precision == "amp-fp16")
 
@@ -117,9 +123,10 @@ def run(rank, world, args, queue):
     torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     if rank == 0:
-        queue.put({"impl": "pytorch", "model": args.model, "precision": args.precision, "world": world,
+        queue.put({"impl": "pytorch-dp" if args.data_parallel else "pytorch", "model": args.model,
+                   "precision": args.precision, "world": args.world if args.data_parallel else world,
                    "batch_per_gpu": args.batch, "parameters": params,
-                   "images_per_second": args.batch * world * args.steps / seconds,
+                   "images_per_second": batch * world * args.steps / seconds,
                    "peak_memory_bytes": torch.cuda.max_memory_allocated(device)})
     if world > 1:
         dist.destroy_process_group()
@@ -134,10 +141,12 @@ def main():
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--port", type=int, default=29531)
+    parser.add_argument("--data-parallel", action="store_true",
+                        help="nn.DataParallel over --world GPUs in this one process")
     args = parser.parse_args()
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    if args.world == 1:
+    if args.world == 1 or args.data_parallel:
         run(0, 1, args, queue)
     else:
         mp.spawn(run, args=(args.world, args, queue), nprocs=args.world, join=True)

@@ -195,10 +195,10 @@ std::vector<OptionSpec> BuildOptions() {
     seed.get = [](const TrainConfig& c) { return std::to_string(c.seed); };
     o.push_back(seed);
   }
-  o.push_back(StringOption("mode", {}, &TrainConfig::mode, {"single", "ddp"},
-                           "single: one process, one device; ddp: one process per device, gradients "
-                           "all-reduced",
-                           {{"base", "single"}, {"baseline", "single"}, {"DDP", "ddp"}}));
+  o.push_back(StringOption("mode", {}, &TrainConfig::mode, {"single", "dp", "ddp"},
+                           "single: one process, one device; dp: one process, the batch split over "
+                           "--dp-devices; ddp: one process per device, gradients all-reduced",
+                           {{"base", "single"}, {"baseline", "single"}, {"DP", "dp"}, {"DDP", "ddp"}}));
   o.push_back(StringOption("device", {}, &TrainConfig::device, {},
                            "auto | cpu | cuda | cuda:K"));
   o.push_back(StringOption("precision", {}, &TrainConfig::precision, PrecisionNames(),
@@ -282,6 +282,12 @@ std::vector<OptionSpec> BuildOptions() {
                         "(0: NCCL's choice; NCCL_MAX_CTAS in the environment wins)"));
   o.push_back(DoubleOption("collective-timeout", &TrainConfig::collective_timeout, false,
                            "seconds before a stuck collective fails the job"));
+  o.push_back(StringOption("dp-devices", {"dp_devices"}, &TrainConfig::dp_devices, {},
+                           "--mode dp: devices, the primary first: auto (every visible GPU; with "
+                           "--device cpu or no GPU: cpu,cpu), a list such as cuda:0,cuda:1, or cpu,cpu"));
+  o.push_back(StringOption("dp-impl", {"dp_impl"}, &TrainConfig::dp_impl, {"mgpu", "libtorch"},
+                           "--mode dp: mgpu (replicas kept, one thread per device, NCCL reduce) or "
+                           "libtorch (LibTorch's data_parallel every step, for comparison; GPUs only)"));
   o.push_back(StringOption("out", {}, &TrainConfig::out, {},
                            "output folder (default runs/<timestamp>-<model>-<dataset>-<mode>)"));
   o.push_back(StringOption("name", {}, &TrainConfig::name, {}, "short label of the run for reports"));

@@ -85,6 +85,10 @@ struct TrainConfig {
   double collective_timeout = 600;  // seconds
   int64_t nccl_max_ctas = 8;        // thread blocks per NCCL collective; 0: NCCL's choice
 
+  // DataParallel (--mode dp, dataparallel/).
+  std::string dp_devices = "auto";  // dataparallel/dp_devices.h
+  std::string dp_impl = "mgpu";     // mgpu | libtorch
+
   // Outputs.
   std::string out;          // empty: runs/<timestamp>-<model>-<dataset>-<mode>
   std::string name;         // short label for reports; empty: derived

@@ -18,6 +18,8 @@
 #include "data/batch_loader.h"
 #include "data/datasets.h"
 #include "data/image_dataset.h"
+#include "dataparallel/data_parallel.h"
+#include "dataparallel/dp_devices.h"
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/distributed_sampler.h"
 #include "models/model_factory.h"
@@ -226,9 +228,9 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   spdlog::logger& log = outputs.log();
   const bool ddp = config.mode == "ddp";
   if (!ddp && world.world_size != 1) {
-    throw BadInputError(fmt::format("--mode single runs one process, but the world size is {} "
+    throw BadInputError(fmt::format("--mode {} runs one process, but the world size is {} "
                                     "(from {}); use --mode ddp, or unset the rank variables",
-                                    world.world_size, world.source));
+                                    config.mode, world.world_size, world.source));
   }
   if (config.batch_size % (world.world_size * config.grad_accum) != 0) {
     throw BadInputError(fmt::format("--batch-size {} is the global batch: it must divide evenly over {} rank(s) "
@@ -261,8 +263,8 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   const ImageSize image_size = augmentation->OutputSize({data.train.height(), data.train.width()});
 
   // Model, DDP wrapper and optimizer.
-  auto model = MakeModel(config.model, ModelShape{data.train.channels(), data.train.num_classes(),
-                                                  image_size.height, image_size.width});
+  const ModelShape shape{data.train.channels(), data.train.num_classes(), image_size.height, image_size.width};
+  auto model = MakeModel(config.model, shape);
   model->to(device);
   ConvertModelForPrecision(*model, precision);
   model->train();
@@ -275,6 +277,14 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
     options.broadcast_buffers = config.broadcast_buffers;
     options.compression = config.ddp_compression;
     replicated = std::make_unique<DistributedDataParallel>(model, *communicator, options);
+  }
+  std::unique_ptr<DataParallelEngine> data_parallel;  // --mode dp: replicas of `model` on more devices
+  if (config.mode == "dp") {
+    data_parallel = MakeDataParallel(
+        model, DataParallelOptions{config.dp_impl,
+                                   ResolveDataParallelDevices(config.dp_devices, config.device,
+                                                              static_cast<int>(torch::cuda::device_count())),
+                                   precision, [&config, shape] { return MakeModel(config.model, shape); }});
   }
   FusedOptimizer optimizer = MakeOptimizer(config, model->parameters(), precision);
   GradScaler scaler(loss_scaling, device);
@@ -290,7 +300,9 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   LogStartupTable(log, config,
                   {{"rank / world", fmt::format("{} / {} ({})", world.rank, world.world_size, world.source)},
                    {"device", DeviceName(device)},
-                   {"communication", communicator ? communicator->backend() : "none (one process)"},
+                   {"communication", communicator     ? communicator->backend()
+                                     : data_parallel ? data_parallel->Describe()
+                                                     : "none (one process)"},
                    {"batch per rank", fmt::format("{} x {} micro-batch(es)", micro_batch, config.grad_accum)},
                    {"intra-op threads", std::to_string(torch::get_num_threads())},
                    {"data", fmt::format("{} train + {} test images {}x{}x{} from {} ({:.2f} s)",
@@ -370,8 +382,9 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
 
       // A step is grad_accum micro-batches; DDP reduces gradients only after the last one.
       const bool last_micro = (micro + 1) % config.grad_accum == 0 || micro + 1 == micro_batches_per_epoch;
-      auto images = batch->images.to(device, /*non_blocking=*/true);  // (B, C, H, W)
-      auto labels = batch->labels.to(device, /*non_blocking=*/true);  // (B)
+      // --mode dp: each replica copies its own slice.
+      auto images = data_parallel ? batch->images : batch->images.to(device, /*non_blocking=*/true);  // (B, C, H, W)
+      auto labels = data_parallel ? batch->labels : batch->labels.to(device, /*non_blocking=*/true);  // (B)
       timeline.Mark(StepPhase::kInput);
       if (micro % config.grad_accum == 0) {
         if (replicated) {
@@ -385,11 +398,17 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
       {
         std::optional<DistributedDataParallel::NoSync> accumulate_locally;
         if (replicated && !last_micro) accumulate_locally.emplace(*replicated);
-        // float32 logits, so the loss is float32 under every policy (GradScaler::Scale needs it).
-        loss = torch::nn::functional::cross_entropy(Forward(*model, images, precision), labels);  // ()
-        timeline.Mark(StepPhase::kForward);
-        scaler.Scale(config.grad_accum > 1 ? loss / static_cast<double>(config.grad_accum) : loss).backward();
-        timeline.Mark(StepPhase::kBackward);
+        if (data_parallel) {
+          // Forward and backward run on every replica's thread; dp_timing has them per device.
+          loss = data_parallel->ForwardBackward(images, labels, scaler, 1.0 / static_cast<double>(config.grad_accum));
+          timeline.Mark(StepPhase::kBackward);
+        } else {
+          // float32 logits, so the loss is float32 under every policy (GradScaler::Scale needs it).
+          loss = torch::nn::functional::cross_entropy(Forward(*model, images, precision), labels);  // ()
+          timeline.Mark(StepPhase::kForward);
+          scaler.Scale(config.grad_accum > 1 ? loss / static_cast<double>(config.grad_accum) : loss).backward();
+          timeline.Mark(StepPhase::kBackward);
+        }
       }
       const int64_t batch_images = images.size(0);
       if (skip_nonfinite) {
@@ -421,7 +440,8 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
       }
       scaler.Step(optimizer, step_nonfinite);
       scaler.Update();
-      timeline.Mark(StepPhase::kOptimizer);
+      if (data_parallel) data_parallel->SyncReplicas();
+      timeline.Mark(StepPhase::kOptimizer);  // with --mode dp, the broadcast to the replicas included
       step_nonfinite = torch::Tensor();
       ++step;
       ++epoch_steps;
@@ -536,6 +556,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   summary["peak_memory_bytes"] = nlohmann::json::array();
   for (double peak : peaks) summary["peak_memory_bytes"].push_back(static_cast<long long>(peak));
   if (world.world_size > 1) summary["rank_param_checksums"] = checksums;
+  if (data_parallel) data_parallel->Report(summary);  // every dp device, and dp_timing
   if (replicated) {
     summary["ddp_bucket_bytes"] = replicated->BucketBytes();
     summary["ddp_buckets_rebuilt"] = replicated->rebuilt();

@@ -13,6 +13,7 @@
 
 #include "common/files.h"
 #include "common/status.h"
+#include "dataparallel/dp_devices.h"
 #include "ddp/rendezvous.h"
 #include "ddp/world.h"
 #include "worker/run_outputs.h"
@@ -137,7 +138,11 @@ int main(int argc, char** argv) {
   std::unique_ptr<Communicator> communicator;
   std::string rendezvous;
   try {
-    device = ResolveDevice(config.device, world);
+    // --mode dp trains on the first of --dp-devices (the primary).
+    device = config.mode == "dp" ? ResolveDataParallelDevices(config.dp_devices, config.device,
+                                                              static_cast<int>(torch::cuda::device_count()))
+                                       .front()
+                                 : ResolveDevice(config.device, world);
     if (config.mode == "ddp") {
       const std::string backend = config.backend == "auto" ? DefaultBackend(*device) : config.backend;
       RendezvousResult joined = Rendezvous(world, backend, *device,

@@ -83,6 +83,9 @@ TEST(TrainConfig, SeedStyleSpellingsAreAliases) {
   EXPECT_EQ(FindTrainOption("num_workers"), FindTrainOption("num-workers"));
   FindTrainOption("mode")->set(config, "base");
   EXPECT_EQ(config.mode, "single");
+  FindTrainOption("mode")->set(config, "DP");
+  EXPECT_EQ(config.mode, "dp");
+  EXPECT_EQ(FindTrainOption("dp_devices"), FindTrainOption("dp-devices"));
   EXPECT_EQ(FindTrainOption("no-such-option"), nullptr);
 }
 

@@ -1,0 +1,176 @@
+"""DataParallel benchmark (issue 5): mgpu --mode dp against mgpu on one GPU and PyTorch's
+nn.DataParallel, in one invocation on one host. Builds nothing: give it a built tree.
+
+    python3 bench/dp_bench.py --build build-gpu [--out DIR] [--gpus 2] [--mnist-dir DIR]
+
+1. ResNet-18, synthetic CIFAR-shaped data, global batch 512, fp32, SGD: images/s of mgpu on one
+   GPU, mgpu dp (--dp-impl mgpu and libtorch), PyTorch on one GPU and nn.DataParallel.
+   Targets: mgpu dp >= 1.7x mgpu one GPU and >= 1.5x nn.DataParallel.
+2. The MNIST experiment's recipe: LeNet-5, batch 32, Adam, 4 loader workers, one epoch of
+   MNIST-format data (--mnist-dir, else 60000 + 10000 random images written once into DIR):
+   epoch seconds of mgpu on one GPU, mgpu dp, and PyTorch on one GPU and nn.DataParallel.
+   Targets: mgpu dp's epoch <= 0.3x nn.DataParallel's and <= 1.2x mgpu's one-GPU epoch.
+mgpu's images/s is the mean of its metrics.csv windows after warm-up; its epoch time is
+summary.json's. Writes DIR/dp-bench-results.json and prints Markdown tables.
+"""
+import argparse
+import csv
+import datetime
+import gzip
+import json
+import os
+import platform
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ENV = dict(os.environ, NCCL_NVLS_ENABLE="0")
+
+
+def worker(args, out, flags):
+    """Runs mgpu-worker with `flags`; returns (summary, metrics rows) or an error dict."""
+    cmd = [os.path.join(args.build, "bin", "mgpu-worker"), "--progress", "lines", "--out", out] + flags
+    with open(out + ".log", "w") as log:
+        code = subprocess.run(cmd, env=ENV, stdout=log, stderr=subprocess.STDOUT).returncode
+    if code != 0:
+        return {"error": f"exit code {code}; see {out}.log"}, []
+    with open(os.path.join(out, "summary.json")) as f:
+        summary = json.load(f)
+    with open(os.path.join(out, "metrics.csv")) as f:
+        rows = list(csv.DictReader(f))
+    return summary, rows
+
+
+def dp_flags(args, impl):
+    return ["--mode", "dp", "--dp-impl", impl, "--dp-devices", ",".join(f"cuda:{i}" for i in range(args.gpus))]
+
+
+def resnet(args):
+    steps, log_every = args.warmup + args.steps, max(args.steps // 4, 1)
+    common = ["--model", "resnet18", "--dataset", "synthetic", "--image-size", "32", "--synthetic-train", "60000",
+              "--synthetic-test", "1000", "--batch-size", str(args.batch), "--max-steps", str(steps),
+              "--epochs", "1000", "--log-every", str(log_every), "--optimizer", "sgd", "--momentum", "0.9",
+              "--lr", "0.01", "--precision", "fp32", "--num-workers", str(args.loader_workers)]
+    runs = {"mgpu 1 GPU": ["--device", "cuda:0"], "mgpu dp": dp_flags(args, "mgpu"),
+            "mgpu dp (libtorch data_parallel)": dp_flags(args, "libtorch")}
+    results = {}
+    for name, flags in runs.items():
+        out = os.path.join(args.out, "resnet18-" + name.replace(" ", "-").replace("(", "").replace(")", ""))
+        summary, rows = worker(args, out, common + flags)
+        if "error" in summary:
+            results[name] = summary
+            continue
+        rows = [r for r in rows if int(r["step"]) > args.warmup]
+        results[name] = {"images_per_second": sum(float(r["images_per_second"]) for r in rows) / max(len(rows), 1),
+                         "peak_memory_bytes": summary.get("peak_memory_bytes"), "dp_timing": summary.get("dp_timing")}
+    for name, gpus in (("PyTorch 1 GPU", 1), ("PyTorch nn.DataParallel", args.gpus)):
+        cmd = [sys.executable, os.path.join(HERE, "reference_train.py"), "--model", "resnet18", "--precision", "fp32",
+               "--batch", str(args.batch // gpus), "--world", str(gpus), "--steps", str(args.steps),
+               "--warmup", str(args.warmup)] + (["--data-parallel"] if gpus > 1 else [])
+        done = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
+        results[name] = (json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0
+                         else {"error": done.stderr[-2000:]})
+    return results
+
+
+def write_idx(path, array):
+    header = struct.pack(">BBBB", 0, 0, 8, array.ndim) + struct.pack(">" + "I" * array.ndim, *array.shape)
+    with gzip.open(path, "wb", compresslevel=1) as f:
+        f.write(header + array.astype(np.uint8).tobytes())
+
+
+def mnist_dir(args):
+    if args.mnist_dir:
+        return args.mnist_dir
+    folder = os.path.join(args.out, "mnist-random")
+    if not os.path.exists(os.path.join(folder, "t10k-labels-idx1-ubyte.gz")):
+        os.makedirs(folder, exist_ok=True)
+        rng = np.random.default_rng(0)
+        for prefix, n in (("train", 60000), ("t10k", 10000)):
+            write_idx(os.path.join(folder, f"{prefix}-images-idx3-ubyte.gz"), rng.integers(0, 256, (n, 28, 28)))
+            write_idx(os.path.join(folder, f"{prefix}-labels-idx1-ubyte.gz"), rng.integers(0, 10, (n,)))
+    return folder
+
+
+def lenet(args):
+    data = mnist_dir(args)
+    common = ["--model", "lenet", "--dataset", "mnist", "--data-dir", data, "--batch-size", "32", "--epochs", "1",
+              "--optimizer", "adam", "--lr", "0.001", "--num-workers", "4", "--log-every", "500"]
+    results = {}
+    for name, flags in (("mgpu 1 GPU", ["--device", "cuda:0"]), ("mgpu dp", dp_flags(args, "mgpu"))):
+        out = os.path.join(args.out, "lenet-" + name.replace(" ", "-"))
+        summary, _ = worker(args, out, common + flags)
+        results[name] = summary if "error" in summary else {
+            "epoch_seconds": summary["epochs_detail"][0]["seconds"], "test_accuracy": summary["test_accuracy"],
+            "dp_timing": summary.get("dp_timing")}
+    for name, gpus in (("PyTorch 1 GPU", 1), ("PyTorch nn.DataParallel", args.gpus)):
+        cmd = [sys.executable, os.path.join(HERE, "lenet_dp_reference.py"), "--data-dir", data, "--gpus", str(gpus)]
+        done = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=HERE)
+        results[name] = (json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0
+                         else {"error": done.stderr[-2000:]})
+    return results
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}" if a and b else "-"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build", default="build-gpu")
+    parser.add_argument("--out", default="dp-bench-out")
+    parser.add_argument("--gpus", type=int, default=torch.cuda.device_count())
+    parser.add_argument("--batch", type=int, default=512, help="ResNet-18 global batch")
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--loader-workers", type=int, default=4)
+    parser.add_argument("--mnist-dir", default="")
+    parser.add_argument("--only", choices=["resnet", "lenet"], default=None)
+    args = parser.parse_args()
+    if args.gpus < 2:
+        raise SystemExit(f"dp_bench needs at least 2 GPUs, found {args.gpus}")
+    os.makedirs(args.out, exist_ok=True)
+    results = {}
+    if args.only in (None, "resnet"):
+        results["resnet18"] = resnet(args)
+        print(json.dumps(results["resnet18"]), flush=True)
+    if args.only in (None, "lenet"):
+        results["lenet"] = lenet(args)
+        print(json.dumps(results["lenet"]), flush=True)
+    meta = {"date": datetime.date.today().isoformat(), "host": platform.node(), "gpus": args.gpus,
+            "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda": torch.version.cuda,
+            "command": " ".join(sys.argv)}
+    with open(os.path.join(args.out, "dp-bench-results.json"), "w") as f:
+        json.dump({"meta": meta, "results": results}, f, indent=2)
+
+    print(f"\n{meta['gpus']}x {meta['gpu']}, torch {meta['torch']}, CUDA {meta['cuda']}, {meta['date']}")
+    if "resnet18" in results:
+        r = results["resnet18"]
+        ips = {k: v.get("images_per_second") for k, v in r.items()}
+        print(f"\nResNet-18, CIFAR-shaped synthetic data, global batch {args.batch}, fp32\n")
+        print("| run | img/s | vs mgpu 1 GPU | vs nn.DataParallel |")
+        print("| --- | --- | --- | --- |")
+        for name, v in ips.items():
+            print(f"| {name} | {v:.0f} | {ratio(v, ips.get('mgpu 1 GPU'))} | {ratio(v, ips.get('PyTorch nn.DataParallel'))} |"
+                  if v else f"| {name} | error: {r[name].get('error', '')[:200]} | | |")
+        print(f"\ntargets: mgpu dp / mgpu 1 GPU >= 1.7 ({ratio(ips.get('mgpu dp'), ips.get('mgpu 1 GPU'))}), "
+              f"mgpu dp / nn.DataParallel >= 1.5 ({ratio(ips.get('mgpu dp'), ips.get('PyTorch nn.DataParallel'))})")
+    if "lenet" in results:
+        r = results["lenet"]
+        sec = {k: v.get("epoch_seconds") for k, v in r.items()}
+        print("\nLeNet-5, batch 32, Adam, 4 loader workers, one epoch\n")
+        print("| run | epoch s | accuracy % |")
+        print("| --- | --- | --- |")
+        for name, v in sec.items():
+            print(f"| {name} | {v:.2f} | {r[name].get('test_accuracy', 0):.2f} |" if v
+                  else f"| {name} | error: {r[name].get('error', '')[:200]} | |")
+        print(f"\ntargets: mgpu dp / nn.DataParallel <= 0.3 ({ratio(sec.get('mgpu dp'), sec.get('PyTorch nn.DataParallel'))}), "
+              f"mgpu dp / mgpu 1 GPU <= 1.2 ({ratio(sec.get('mgpu dp'), sec.get('mgpu 1 GPU'))})")
+
+
+if __name__ == "__main__":
+    main()

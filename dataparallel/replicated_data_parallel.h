@@ -1,0 +1,63 @@
+// mgpu's DataParallel engine (--dp-impl mgpu, data_parallel.h):
+//   - replicas built once (the same architecture, from DataParallelOptions::make_model) and
+//     kept for the run; replica 0 is the primary model itself;
+//   - every replica's parameters and buffers live in flat per-dtype buffers, and so do its
+//     gradients (the parameters' .grad are views of them), so a reduction or a broadcast is one
+//     collective per dtype group;
+//   - one persistent thread per extra device (ReplicaThreads) runs forward and backward on its
+//     slice, with the precision policy's autocast on that thread; the calling thread runs the
+//     primary's slice;
+//   - gradients are summed onto the primary (NCCL reduce on GPUs, additions on CPUs), the
+//     trainer steps the primary, and SyncReplicas broadcasts parameters and buffers back.
+// Batch norm: as torch.nn.DataParallel, whose replica on the first device shares the module's
+// buffers, the running statistics are those the primary's slice updates; the replicas'
+// updates are overwritten by the next broadcast. Gradient accumulation (--grad-accum) reduces
+// after every micro-batch into the primary's accumulating gradients.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "dataparallel/data_parallel.h"
+#include "dataparallel/device_timer.h"
+#include "dataparallel/flat_buffers.h"
+#include "dataparallel/replica_collectives.h"
+#include "dataparallel/replica_threads.h"
+
+namespace mgpu {
+
+class ReplicatedDataParallel : public DataParallelEngine {
+ public:
+  ReplicatedDataParallel(std::shared_ptr<Classifier> primary, DataParallelOptions options);
+
+  torch::Tensor ForwardBackward(const torch::Tensor& images, const torch::Tensor& labels, const GradScaler& scaler,
+                                double loss_weight) override;
+  void SyncReplicas() override;
+  void Report(nlohmann::json& summary) override;
+  std::string Describe() const override;
+
+ private:
+  enum Interval : size_t { kForward, kBackward, kReduce, kStep, kBroadcast, kIntervals };
+
+  // Makes replica r's .grad the views of its flat gradient buffers, keeping the values of
+  // gradients already there (the trainer's ZeroGrad sets the primary's to none).
+  void AttachGradients(size_t replica);
+  void Broadcast();
+
+  std::vector<torch::Device> devices_;
+  Precision precision_;
+  std::vector<std::shared_ptr<Classifier>> replicas_;    // [0]: the primary
+  std::vector<std::vector<torch::Tensor>> parameters_;  // per replica
+  std::vector<torch::Tensor> primary_state_;            // the primary's parameters, then buffers
+  std::vector<FlatBuffers> gradients_;                   // per replica
+  // [0]: a staging copy of primary_state_; [r >= 1]: replica r's parameters and buffers, which
+  // are views of it.
+  std::vector<FlatBuffers> state_;
+  std::unique_ptr<ReplicaCollectives> collectives_;
+  std::vector<DeviceTimer> timers_;  // per replica; reduce, step and broadcast on [0]
+  bool replicas_stale_ = true;       // the primary may differ from the replicas
+  int64_t forward_backward_calls_ = 0;
+  ReplicaThreads threads_;  // last: its threads stop before the members they use go away
+};
+
+}  // namespace mgpu
