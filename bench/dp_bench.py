@@ -10,7 +10,7 @@ nn.DataParallel, in one invocation on one host. Builds nothing: give it a built 
    MNIST-format data (--mnist-dir, else 60000 + 10000 random images written once into DIR):
    epoch seconds of mgpu on one GPU, mgpu dp, and PyTorch on one GPU and nn.DataParallel.
    Targets: mgpu dp's epoch <= 0.3x nn.DataParallel's and <= 1.2x mgpu's one-GPU epoch.
-mgpu's images/s is the mean of its metrics.csv windows after warm-up; its epoch time is
+mgpu's images/s is images over time across its metrics.csv rows after warm-up; its epoch time is
 summary.json's. Writes DIR/dp-bench-results.json and prints Markdown tables.
 """
 import argparse
@@ -65,7 +65,10 @@ def resnet(args):
             results[name] = summary
             continue
         rows = [r for r in rows if int(r["step"]) > args.warmup]
-        results[name] = {"images_per_second": sum(float(r["images_per_second"]) for r in rows) / max(len(rows), 1),
+        # Images over time across the rows (each row holds the mean of the steps since the last).
+        steps_in = [int(r["step"]) - int(p["step"]) for p, r in zip([{"step": args.warmup}] + rows, rows)]
+        seconds = sum(n * float(r["step_seconds"]) for n, r in zip(steps_in, rows))
+        results[name] = {"images_per_second": args.batch * sum(steps_in) / seconds if seconds else 0.0,
                          "peak_memory_bytes": summary.get("peak_memory_bytes"), "dp_timing": summary.get("dp_timing")}
     for name, gpus in (("PyTorch 1 GPU", 1), ("PyTorch nn.DataParallel", args.gpus)):
         cmd = [sys.executable, os.path.join(HERE, "reference_train.py"), "--model", "resnet18", "--precision", "fp32",
