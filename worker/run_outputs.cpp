@@ -4,6 +4,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 
 #include "common/files.h"
+#include "worker/worker_status.h"
 
 namespace mgpu {
 
@@ -32,6 +33,7 @@ void RunOutputs::WriteConfig(const std::string& yaml) {
 }
 
 void RunOutputs::AppendStep(const StepMetrics& m) {
+  WorkerStatus::Current().PublishMetrics(m);
   if (!metrics_) return;
   metrics_->AppendRow({std::to_string(m.step), std::to_string(m.epoch), CsvWriter::Number(m.loss),
                        CsvWriter::Number(m.lr), CsvWriter::Number(m.loss_scale),

@@ -24,6 +24,7 @@
 #include "optim/fused_optimizer.h"
 #include "worker/memory_snapshot.h"
 #include "worker/progress.h"
+#include "worker/worker_status.h"
 
 namespace mgpu {
 namespace {
@@ -343,6 +344,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
     const auto epoch_start = Clock::now();
     loader.StartEpoch(sampler.EpochIndices(epoch), epoch);
     progress.StartEpoch(epoch, config.epochs, steps_per_epoch);
+    WorkerStatus::Current().SetPhase("training");
     double data_wait = 0, comm_wait = 0;
     int64_t images_seen = 0, epoch_steps = 0, micro = 0;
     torch::Tensor step_nonfinite;  // () bool, with --on-nonfinite skip: a micro-batch's loss was not finite
@@ -413,6 +415,8 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
       ++step;
       ++epoch_steps;
       ++window_steps;
+      WorkerStatus::Current().SetStep(step, epoch);
+      if (step == config.test_hang_at_step) HangForTest(log, step);
 
       if (step % config.log_every == 0 || epoch_steps == steps_per_epoch) {
         last_loss = loss.item<double>();  // synchronizes with the device: only at log points
@@ -451,6 +455,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
     const double epoch_seconds = SecondsSince(epoch_start);
     progress.EndEpoch();
 
+    WorkerStatus::Current().SetPhase("evaluating");
     const auto eval_start = Clock::now();
     const Evaluation eval = Evaluate(*model, data.test, config.eval_batch_size, device, precision, world.rank,
                                      ranks, augmentation->ForEvaluation());
@@ -487,6 +492,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
              global_images / epoch_seconds);
   }
 
+  WorkerStatus::Current().SetPhase("finishing");
   if (memory_snapshot) memory_snapshot->Write();
   record_scaler();
   const double checksum = ParamChecksum(*model);
