@@ -22,7 +22,8 @@ struct JobFailure {
   int64_t pid = 0;
   int exit_code = 1;  // what `mgpu run` exits with
   int signal = 0;     // the signal that ended the rank, if one did
-  std::string error;  // the worker's last error, or the tail of its log
+  std::string error;  // the worker's reported error, else the tail of its output
+  bool reported_error = false;
   int64_t step = 0, epoch = 0;
   std::string phase;
   int64_t unix_millis = 0;

@@ -31,6 +31,7 @@ namespace {
 
 constexpr auto kStopGrace = std::chrono::milliseconds(3000);
 constexpr auto kPollInterval = std::chrono::milliseconds(50);
+constexpr double kMinStartupSeconds = 60;  // a worker has at least this long to register
 
 std::atomic<int> stop_signal{0};
 extern "C" void OnStopSignal(int signal) { stop_signal = signal; }
@@ -204,7 +205,8 @@ std::optional<JobFailure> FirstFailure(const std::vector<RankView>& ranks) {
       f.exit_code = failed_finish ? view.finish.exit_code() : view.exit.exit_code();
       how = fmt::format("exited with code {}", f.exit_code);
     }
-    f.error = failed_finish && !view.finish.error().empty() ? view.finish.error() : LastLines(view.exit.log_tail(), 5);
+    f.reported_error = failed_finish && !view.finish.error().empty();
+    f.error = f.reported_error ? view.finish.error() : LastLines(view.exit.log_tail(), 5);
     f.message = fmt::format("rank {} ({}{}) {} at {}", f.rank, f.host.empty() ? "host unknown" : "host " + f.host,
                             f.pid > 0 ? fmt::format(", pid {}", f.pid) : "", how, Where(view));
     first = f;
@@ -225,8 +227,11 @@ std::optional<JobFailure> HungRanks(const std::vector<RankView>& ranks, double t
     double stalled = 0;
     std::string why;
     if (!view.registered) {
-      stalled = SecondsBetween(started, now);
-      why = fmt::format("never registered with the coordinator (see {}/rank-{}.console.log)", log_dir, view.rank);
+      // Start-up (loading LibTorch, CUDA, a busy machine) may take longer than a heartbeat
+      // timeout meant for training; a worker that dies during it is seen by its exit anyway.
+      stalled = SecondsBetween(started, now) * timeout / std::max(timeout, kMinStartupSeconds);
+      why = fmt::format("has not registered with the coordinator after {:.1f} s (see {}/rank-{}.console.log)",
+                        SecondsBetween(started, now), log_dir, view.rank);
     } else {
       const double silent = SecondsBetween(view.last_heard, now);
       const double no_step = view.phase == "training" ? view.seconds_since_progress + silent : 0;
@@ -274,7 +279,9 @@ JobFailure Interrupted(int signal) {
 
 void PrintFailure(const JobFailure& f) {
   std::fprintf(stderr, "mgpu run: %s\n", f.message.c_str());
-  if (!f.error.empty()) std::fprintf(stderr, "mgpu run: %s%s\n", f.kind == "hung" ? "" : "last error: ", f.error.c_str());
+  if (f.error.empty()) return;
+  const char* label = f.kind == "hung" ? "" : f.reported_error ? "its error: " : "its last output:\n    ";
+  std::fprintf(stderr, "mgpu run: %s%s\n", label, f.error.c_str());
 }
 
 // Supervises one attempt on node 0 until it succeeds or fails.

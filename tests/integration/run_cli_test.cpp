@@ -1,6 +1,6 @@
 // `mgpu run` end to end on the CPU (gloo): it trains and reports every rank; the first failure
-// stops the job naming its rank with no worker left behind; a hung rank is reported within the
-// heartbeat timeout; a taken port and a bad configuration fail before any worker starts; two
+// stops the job naming its rank with no worker left behind, or restarts the group with
+// --max-restarts; a hung rank is reported within the heartbeat timeout; a taken port and a bad configuration fail before any worker starts; two
 // launchers (--nnodes 2) run one 4-rank job.
 #include <gtest/gtest.h>
 
@@ -125,6 +125,28 @@ TEST_F(RunCli, AKilledWorkerStopsTheJobNamingItsRankWithNoWorkerLeft) {
   EXPECT_EQ(summary["status"], "failed");
   EXPECT_EQ(summary["launcher"]["root_cause"]["rank"], 1);
   EXPECT_EQ(summary["launcher"]["root_cause"]["signal"], SIGKILL);
+}
+
+TEST_F(RunCli, MaxRestartsStartsTheWholeGroupAgainAfterAFailure) {
+  BackgroundCommand job(Command("restarted", {"--nproc-per-node", "2", "--max-restarts", "1"},
+                                {"--epochs", "100000", "--max-steps", "300"}));
+  const std::string logs = out_ / "restarted/logs";
+  pid_t victim = -1;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        victim = LoggedPid(logs + "/rank-1.log");
+        return victim > 0 && LineCount(out_ / "restarted/metrics.csv") > 3;
+      },
+      60))
+      << "the job did not start training";
+  ::kill(victim, SIGKILL);
+  CommandResult result = job.Wait();
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("restarting the whole group (restart 1 of 1)"), std::string::npos) << result.output;
+  const nlohmann::json summary = ReadSummary(out_ / "restarted");
+  EXPECT_EQ(summary["status"], "ok");
+  EXPECT_EQ(summary["steps"], 300);
+  EXPECT_EQ(summary["launcher"]["attempts"], 2);
 }
 
 TEST_F(RunCli, AHungWorkerIsReportedWithinTheHeartbeatTimeout) {
