@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <regex>
 #include <thread>
@@ -125,6 +126,38 @@ TEST_F(RunCli, AKilledWorkerStopsTheJobNamingItsRankWithNoWorkerLeft) {
   EXPECT_EQ(summary["status"], "failed");
   EXPECT_EQ(summary["launcher"]["root_cause"]["rank"], 1);
   EXPECT_EQ(summary["launcher"]["root_cause"]["signal"], SIGKILL);
+}
+
+// The parent process id of `pid` (field 4 of /proc/PID/stat), or -1.
+pid_t ParentOf(pid_t pid) {
+  const std::string stat = ReadText("/proc/" + std::to_string(pid) + "/stat");
+  const size_t name_end = stat.rfind(')');
+  if (name_end == std::string::npos) return -1;
+  char state = 0;
+  int parent = -1;
+  return std::sscanf(stat.c_str() + name_end + 1, " %c %d", &state, &parent) == 2 ? parent : -1;
+}
+
+TEST_F(RunCli, InterruptingTheLauncherStopsEveryWorker) {
+  BackgroundCommand job(Command("interrupted", {"--nproc-per-node", "2"}, {"--epochs", "100000"}));
+  const std::string logs = out_ / "interrupted/logs";
+  pid_t rank0 = -1, rank1 = -1;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        rank0 = LoggedPid(logs + "/rank-0.log");
+        rank1 = LoggedPid(logs + "/rank-1.log");
+        return rank0 > 0 && rank1 > 0 && LineCount(out_ / "interrupted/metrics.csv") > 1;
+      },
+      60));
+  const pid_t launcher = ParentOf(rank0);
+  ASSERT_GT(launcher, 1);
+  ::kill(launcher, SIGINT);
+  CommandResult result = job.Wait();
+  EXPECT_EQ(result.exit_code, 128 + SIGINT) << result.output;
+  EXPECT_NE(result.output.find("interrupted by SIGINT"), std::string::npos) << result.output;
+  EXPECT_TRUE(ProcessGone(rank0));
+  EXPECT_TRUE(ProcessGone(rank1));
+  EXPECT_EQ(ReadSummary(out_ / "interrupted")["launcher"]["root_cause"]["kind"], "interrupted");
 }
 
 TEST_F(RunCli, MaxRestartsStartsTheWholeGroupAgainAfterAFailure) {
