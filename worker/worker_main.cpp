@@ -105,13 +105,14 @@ int main(int argc, char** argv) {
   // (when it started this worker) and, for DDP, the job's ranks.
   std::optional<torch::Device> device;
   std::unique_ptr<CoordinatorClient> coordinator_client;
+  coordinator::Assignment assignment;
   std::unique_ptr<Communicator> communicator;
   std::string rendezvous;
   try {
     device = ResolveDevice(config.device, world);
     coordinator_client = CoordinatorClient::FromEnvironment(ProcessEnvironment());
     if (coordinator_client) {
-      const coordinator::Assignment assignment = coordinator_client->Register(world, device->str());
+      assignment = coordinator_client->Register(world, device->str());
       WorkerStatus::Current().SetPhase("joining ranks");
       coordinator_client->StartHeartbeats(assignment.heartbeat_interval_ms());
     }
@@ -144,6 +145,11 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   try {
     outputs->log().info("mgpu-worker started (pid {}), rank source: {}", ::getpid(), world.source);
+    if (coordinator_client) {
+      outputs->log().info("registered with the coordinator at {}: rank {} of {} (attempt {}), rendezvous at {}:{}",
+                          coordinator_client->address(), assignment.rank(), assignment.world_size(),
+                          assignment.attempt(), assignment.master_addr(), assignment.master_port());
+    }
     if (communicator) outputs->log().info("ranks joined: {}", rendezvous);
     outputs->WriteConfig(ConfigToYaml(config));
     WorkerStatus::Current().SetPhase("loading data");
