@@ -23,9 +23,12 @@ message(STATUS "mgpu: LibTorch ${Torch_VERSION}, CUDA support: ${MGPU_WITH_CUDA}
 set(MGPU_WARNINGS -Wall -Wextra -Wpedantic -Wno-unused-parameter)
 
 # One precompiled LibTorch header shared by every target that includes torch (REUSE_FROM).
+# -pthread everywhere: gRPC's re2 dependency adds it (it defines _REENTRANT) to whatever links
+# gRPC, and GCC refuses a header precompiled without it.
+set(MGPU_TORCH_FLAGS -pthread)
 add_library(mgpu_torch_pch STATIC ${PROJECT_SOURCE_DIR}/cmake/torch_pch.cpp)
 target_link_libraries(mgpu_torch_pch PUBLIC torch)
-target_compile_options(mgpu_torch_pch PRIVATE ${MGPU_WARNINGS})
+target_compile_options(mgpu_torch_pch PRIVATE ${MGPU_WARNINGS} ${MGPU_TORCH_FLAGS})
 target_include_directories(mgpu_torch_pch SYSTEM BEFORE PRIVATE ${MGPU_INCLUDE_SHIM_DIR})
 target_precompile_headers(mgpu_torch_pch PRIVATE <torch/torch.h>)
 if(MGPU_WITH_CUDA)
@@ -51,6 +54,7 @@ function(mgpu_configure_target target)
   endif()
   if(ARG_TORCH)
     target_link_libraries(${target} PUBLIC torch)
+    target_compile_options(${target} PRIVATE ${MGPU_TORCH_FLAGS})
     target_precompile_headers(${target} REUSE_FROM mgpu_torch_pch)
     if(MGPU_WITH_CUDA)
       target_compile_definitions(${target} PUBLIC MGPU_WITH_CUDA=1)

@@ -1,4 +1,5 @@
 // mgpu: the launcher and report tool.
+//   mgpu run [launcher flags] [worker flags...]  one job of supervised workers (launcher/run_job.h)
 //   mgpu compare CONFIG [--quick] [--out DIR]   runs a matrix of trainings, reports them side by side
 //   mgpu demo [--quick] [--out DIR]             the embedded default comparison (configs/demo.yaml)
 #include <cstdio>
@@ -11,11 +12,37 @@
 #include "launcher/compare.h"
 #include "launcher/compare_plan.h"
 #include "launcher/embedded_demo.h"
+#include "launcher/run_job.h"
+#include "launcher/run_options.h"
+
+namespace {
+
+// `mgpu run` parses its own flags: every flag it does not know goes to the workers.
+int RunMain(const std::vector<std::string>& args) {
+  using namespace mgpu;
+  try {
+    const std::optional<RunOptions> options = ParseRunOptions(args, ProcessEnvironment());
+    if (!options) {
+      std::printf("%s", RunUsage().c_str());
+      return 0;
+    }
+    return RunJob(*options);
+  } catch (...) {
+    const Status status = StatusFromCurrentException();
+    std::fprintf(stderr, "mgpu run: %s\n", status.ToString().c_str());
+    return status.exit_code();
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace mgpu;
+  if (argc >= 2 && std::string(argv[1]) == "run") return RunMain(std::vector<std::string>(argv + 2, argv + argc));
   CLI::App app{"mgpu: multi-GPU training in C++: run and compare trainings"};
   app.require_subcommand(1);
+  // Listed for --help only: main() hands `run` to RunMain before CLI11 sees it.
+  app.add_subcommand("run", "one job: spawn and supervise workers (mgpu run --help)");
 
   std::string compare_file, compare_out, demo_out;
   bool compare_quick = false, demo_quick = false;

@@ -4,6 +4,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 
 #include "common/files.h"
+#include "worker/worker_status.h"
 
 namespace mgpu {
 
@@ -35,6 +36,7 @@ void RunOutputs::WriteConfig(const std::string& yaml) {
 }
 
 void RunOutputs::AppendStep(const StepMetrics& m) {
+  WorkerStatus::Current().PublishMetrics(m);
   if (!metrics_) return;
   std::vector<std::string> row{std::to_string(m.step),         std::to_string(m.epoch),
                                CsvWriter::Number(m.loss),          CsvWriter::Number(m.lr),

@@ -295,6 +295,9 @@ std::vector<OptionSpec> BuildOptions() {
                         "optimizer steps between metrics.csv rows"));
   o.push_back(StringOption("progress", {}, &TrainConfig::progress, {"auto", "bar", "lines"},
                            "progress display (auto: a bar on a terminal, plain lines otherwise)"));
+  o.push_back(IntOption("test-hang-at-step", {}, &TrainConfig::test_hang_at_step, 0,
+                        "test only: hang after this optimizer step, to test `mgpu run`'s hang detection "
+                        "(0: never)"));
   return o;
 }
 

@@ -94,6 +94,10 @@ struct TrainConfig {
   std::string name;         // short label for reports; empty: derived
   int64_t log_every = 50;   // optimizer steps between metrics.csv rows
   std::string progress = "auto";  // auto: a bar on a terminal, plain lines otherwise
+
+  // Test only: the training thread hangs after this optimizer step (0: never), so the
+  // launcher's hang detection can be tested.
+  int64_t test_hang_at_step = 0;
 };
 
 struct OptionSpec {

@@ -27,6 +27,7 @@
 #include "worker/memory_snapshot.h"
 #include "worker/progress.h"
 #include "worker/step_timeline.h"
+#include "worker/worker_status.h"
 
 namespace mgpu {
 namespace {
@@ -360,6 +361,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
     loader.StartEpoch(sampler.EpochIndices(epoch), epoch);
     timeline.Restart();  // evaluation and epoch set-up are not part of any step
     progress.StartEpoch(epoch, config.epochs, steps_per_epoch);
+    WorkerStatus::Current().SetPhase("training");
     double data_wait = 0;
     PhaseSeconds epoch_phases;
     int64_t images_seen = 0, epoch_steps = 0, micro = 0;
@@ -446,6 +448,8 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
       ++step;
       ++epoch_steps;
       ++window_steps;
+      WorkerStatus::Current().SetStep(step, epoch);
+      if (step == config.test_hang_at_step) HangForTest(log, step);
 
       if (step % config.log_every == 0 || epoch_steps == steps_per_epoch) {
         last_loss = loss.item<double>();  // synchronizes with the device: only at log points
@@ -490,6 +494,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
     const double epoch_seconds = SecondsSince(epoch_start);
     progress.EndEpoch();
 
+    WorkerStatus::Current().SetPhase("evaluating");
     const auto eval_start = Clock::now();
     const Evaluation eval = Evaluate(*model, data.test, config.eval_batch_size, device, precision, world.rank,
                                      ranks, augmentation->ForEvaluation());
@@ -545,6 +550,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
                  : "");
   }
 
+  WorkerStatus::Current().SetPhase("finishing");
   if (memory_snapshot) memory_snapshot->Write();
   record_scaler();
   const double checksum = ParamChecksum(*model);

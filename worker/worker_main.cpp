@@ -3,11 +3,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <optional>
 
-#include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
@@ -16,21 +16,16 @@
 #include "dataparallel/dp_devices.h"
 #include "ddp/rendezvous.h"
 #include "ddp/world.h"
+#include "worker/command_line.h"
+#include "worker/coordinator_client.h"
 #include "worker/run_outputs.h"
 #include "worker/train_config.h"
 #include "worker/trainer.h"
+#include "worker/worker_status.h"
 
 namespace {
 
 using namespace mgpu;
-
-std::string DefaultOutputFolder(const TrainConfig& config) {
-  const std::string base = fmt::format("runs/{}-{}-{}-{}", TimestampForPath(), config.model,
-                                       config.dataset, config.mode);
-  std::string folder = base;
-  for (int i = 2; PathExists(folder); ++i) folder = fmt::format("{}-{}", base, i);
-  return folder;
-}
 
 // c10::Error's what() carries a C++ backtrace; users need the message.
 Status StatusOfCurrentException() {
@@ -62,49 +57,10 @@ struct ParsedCommandLine {
 
 // Returns nullopt after printing help; throws BadInputError for bad flags or config files.
 std::optional<ParsedCommandLine> ParseCommandLine(int argc, char** argv, int& exit_code) {
-  CLI::App app{"mgpu-worker: one training process of an mgpu job.\n"
-               "Options can also be set in a YAML file given by --config; flags win."};
-  app.get_formatter()->column_width(32);
-  std::string config_file;
-  app.add_option("--config", config_file, "YAML file of options (keys as the flags, without --)");
-  const auto& specs = TrainOptions();
-  std::vector<std::string> values(specs.size());
-  std::vector<CLI::Option*> options;
-  for (size_t i = 0; i < specs.size(); ++i) {
-    std::string names = "--" + specs[i].name;
-    for (const auto& alias : specs[i].aliases) names += ",--" + alias;
-    std::string help = specs[i].help;
-    if (!specs[i].choices.empty()) help += fmt::format(" ({})", fmt::join(specs[i].choices, " | "));
-    help += fmt::format(" [{}]", specs[i].get(TrainConfig{}));
-    // A repeated flag takes its last value, as with argparse.
-    options.push_back(app.add_option(names, values[i], help)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast));
-    // Yes/no options work as plain flags too (`--amp` means `--amp true`).
-    if (specs[i].choices == std::vector<std::string>{"true", "false"}) options.back()->expected(0, 1);
-  }
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    exit_code = app.exit(e);
-    return std::nullopt;
-  } catch (const CLI::ParseError& e) {
-    throw BadInputError(fmt::format("{}; run `mgpu-worker --help` for the options", e.what()));
-  }
-
+  std::optional<TrainConfig> config = ParseWorkerCommandLine(std::vector<std::string>(argv + 1, argv + argc), exit_code);
+  if (!config) return std::nullopt;
   ParsedCommandLine parsed;
-  if (!config_file.empty()) {
-    ApplyYamlFile(parsed.config, config_file);
-    parsed.config.config_file = config_file;
-  }
-  for (size_t i = 0; i < specs.size(); ++i) {
-    if (options[i]->count() == 0) continue;
-    try {
-      specs[i].set(parsed.config, values[i].empty() && options[i]->get_expected_min() == 0 ? "true" : values[i]);
-    } catch (const BadInputError& e) {
-      throw BadInputError(fmt::format("--{}: {}", specs[i].name, e.what()));
-    }
-  }
-  ResolvePrecisionAliases(parsed.config);
-  ValidateConfig(parsed.config);
+  parsed.config = *config;
   WorldFlags flags;
   flags.rank = static_cast<int>(parsed.config.rank);
   flags.world_size = static_cast<int>(parsed.config.world_size);
@@ -113,6 +69,19 @@ std::optional<ParsedCommandLine> ParseCommandLine(int argc, char** argv, int& ex
   flags.master_port = static_cast<int>(parsed.config.master_port);
   parsed.world = ResolveWorld(flags, ProcessEnvironment());
   return parsed;
+}
+
+// What the coordinator of `mgpu run` learns at the end: the exit code and error, or the result.
+coordinator::FinishRequest Outcome(const Status& status, const nlohmann::json& summary) {
+  coordinator::FinishRequest outcome;
+  outcome.set_exit_code(status.exit_code());
+  outcome.set_error(status.ok() ? "" : status.ToString());
+  outcome.set_total_seconds(summary.value("total_seconds", 0.0));
+  outcome.set_steps(summary.value("steps", int64_t{0}));
+  outcome.set_test_accuracy(summary.value("test_accuracy", std::nan("")));
+  const nlohmann::json& epochs = summary.contains("epochs_detail") ? summary["epochs_detail"] : nlohmann::json();
+  if (epochs.is_array() && !epochs.empty()) outcome.set_images_per_second(epochs.back().value("images_per_second", 0.0));
+  return outcome;
 }
 
 }  // namespace
@@ -133,8 +102,11 @@ int main(int argc, char** argv) {
   if (config.out.empty()) config.out = DefaultOutputFolder(config);
   if (config.name.empty()) config.name = fmt::format("{}-{}-{}", config.model, config.mode, config.precision);
 
-  // Process-level set-up before any output exists: the device and, for DDP, the job's ranks.
+  // Process-level set-up before any output exists: the device, the coordinator of `mgpu run`
+  // (when it started this worker) and, for DDP, the job's ranks.
   std::optional<torch::Device> device;
+  std::unique_ptr<CoordinatorClient> coordinator_client;
+  coordinator::Assignment assignment;
   std::unique_ptr<Communicator> communicator;
   std::string rendezvous;
   try {
@@ -143,6 +115,12 @@ int main(int argc, char** argv) {
                                                               static_cast<int>(torch::cuda::device_count()))
                                        .front()
                                  : ResolveDevice(config.device, world);
+    coordinator_client = CoordinatorClient::FromEnvironment(ProcessEnvironment());
+    if (coordinator_client) {
+      assignment = coordinator_client->Register(world, device->str());
+      WorkerStatus::Current().SetPhase("joining ranks");
+      coordinator_client->StartHeartbeats(assignment.heartbeat_interval_ms());
+    }
     if (config.mode == "ddp") {
       const std::string backend = config.backend == "auto" ? DefaultBackend(*device) : config.backend;
       RendezvousResult joined = Rendezvous(world, backend, *device,
@@ -155,6 +133,7 @@ int main(int argc, char** argv) {
   } catch (...) {
     const Status status = StatusOfCurrentException();
     std::fprintf(stderr, "mgpu-worker (rank %d): %s\n", world.rank, status.ToString().c_str());
+    if (coordinator_client) coordinator_client->Finish(Outcome(status, nlohmann::json::object()));
     return status.exit_code();
   }
 
@@ -164,6 +143,7 @@ int main(int argc, char** argv) {
   } catch (...) {
     const Status status = StatusOfCurrentException();
     std::fprintf(stderr, "mgpu-worker: cannot write the output folder: %s\n", status.message().c_str());
+    if (coordinator_client) coordinator_client->Finish(Outcome(status, nlohmann::json::object()));
     return status.exit_code();
   }
   nlohmann::json summary = SummaryFromConfig(config, world);
@@ -171,8 +151,14 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   try {
     outputs->log().info("mgpu-worker started (pid {}), rank source: {}", ::getpid(), world.source);
+    if (coordinator_client) {
+      outputs->log().info("registered with the coordinator at {}: rank {} of {} (attempt {}), rendezvous at {}:{}",
+                          coordinator_client->address(), assignment.rank(), assignment.world_size(),
+                          assignment.attempt(), assignment.master_addr(), assignment.master_port());
+    }
     if (communicator) outputs->log().info("ranks joined: {}", rendezvous);
     outputs->WriteConfig(ConfigToYaml(config));
+    WorkerStatus::Current().SetPhase("loading data");
     Train(config, world, *device, communicator.get(), *outputs, summary);
   } catch (...) {
     status = StatusOfCurrentException();
@@ -190,5 +176,6 @@ int main(int argc, char** argv) {
     if (status.ok()) status = write_status;
   }
   if (status.ok()) outputs->log().info("outputs in {}", outputs->folder());
+  if (coordinator_client) coordinator_client->Finish(Outcome(status, summary));
   return status.exit_code();
 }

@@ -1,0 +1,147 @@
+#include "launcher/coordinator_server.h"
+
+#include <fmt/format.h>
+
+#include "common/files.h"
+#include "common/status.h"
+#include "coordinator/coordinator.grpc.pb.h"
+#include "worker/coordinator_client.h"
+
+namespace mgpu {
+namespace {
+
+// Requests are small; a bound keeps a confused or hostile peer from making the launcher
+// allocate much.
+constexpr int kMaxMessageBytes = 1 << 20;
+
+// Compares in time independent of where the strings differ (the length may show).
+bool SameSecret(const std::string& given, const std::string& token) {
+  if (given.size() != token.size()) return false;
+  unsigned char difference = 0;
+  for (size_t i = 0; i < given.size(); ++i) difference |= static_cast<unsigned char>(given[i] ^ token[i]);
+  return difference == 0;
+}
+
+// A client-streaming call answered at once with `status` (refused).
+class RefusedReport : public grpc::ServerReadReactor<coordinator::WorkerReport> {
+ public:
+  explicit RefusedReport(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+// Reads one worker's reports into the job state until the worker closes the stream.
+class ReportReader : public grpc::ServerReadReactor<coordinator::WorkerReport> {
+ public:
+  explicit ReportReader(JobState& state) : state_(state) { StartRead(&report_); }
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    const grpc::Status status = state_.Report(report_, stream_rank_);
+    if (!status.ok()) {
+      Finish(status);
+      return;
+    }
+    StartRead(&report_);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  JobState& state_;
+  coordinator::WorkerReport report_;
+  int stream_rank_ = -1;
+};
+
+}  // namespace
+
+class CoordinatorServer::Service : public coordinator::Coordinator::CallbackService {
+ public:
+  Service(JobState& state, std::string token) : state_(state), token_(std::move(token)) {}
+
+  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context, const coordinator::RegisterRequest* request,
+                                     coordinator::Assignment* reply) override {
+    return Answer(context, [&] { return state_.Register(*request, reply); });
+  }
+  grpc::ServerReadReactor<coordinator::WorkerReport>* Report(grpc::CallbackServerContext* context,
+                                                             coordinator::ReportReply*) override {
+    const grpc::Status allowed = Authenticate(*context);
+    if (!allowed.ok()) return new RefusedReport(allowed);
+    return new ReportReader(state_);
+  }
+  grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const coordinator::FinishRequest* request,
+                                   coordinator::FinishReply*) override {
+    return Answer(context, [&] { return state_.Finish(*request); });
+  }
+  grpc::ServerUnaryReactor* JoinNode(grpc::CallbackServerContext* context, const coordinator::JoinNodeRequest* request,
+                                     coordinator::JoinNodeReply* reply) override {
+    return Answer(context, [&] { return state_.JoinNode(*request, reply); });
+  }
+  grpc::ServerUnaryReactor* NodeReport(grpc::CallbackServerContext* context,
+                                       const coordinator::NodeReportRequest* request,
+                                       coordinator::NodeReportReply* reply) override {
+    return Answer(context, [&] { return state_.NodeReport(*request, reply); });
+  }
+
+ private:
+  grpc::Status Authenticate(const grpc::CallbackServerContext& context) const {
+    if (token_.empty()) return grpc::Status::OK;
+    const auto& metadata = context.client_metadata();
+    const auto found = metadata.find(kAuthorizationMetadata);
+    if (found == metadata.end()) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          "this coordinator requires a token: send `authorization: Bearer <token>` (workers "
+                          "started by mgpu run get it as MGPU_TOKEN; other nodes need the same --token or MGPU_TOKEN)");
+    }
+    const std::string given(found->second.data(), found->second.size());
+    if (given.rfind(kBearerPrefix, 0) != 0 || !SameSecret(given.substr(std::string(kBearerPrefix).size()), token_)) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          "wrong token: give every node the same --token (or MGPU_TOKEN)");
+    }
+    return grpc::Status::OK;
+  }
+
+  template <typename Body>
+  grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, Body body) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    const grpc::Status allowed = Authenticate(*context);
+    reactor->Finish(allowed.ok() ? body() : allowed);
+    return reactor;
+  }
+
+  JobState& state_;
+  std::string token_;
+};
+
+CoordinatorServer::CoordinatorServer(JobState& state, const std::string& host, int port, const ServerSecurity& security)
+    : service_(std::make_unique<Service>(state, security.token)) {
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (!security.tls_cert.empty()) {
+    grpc::SslServerCredentialsOptions options;
+    options.pem_key_cert_pairs.push_back({ReadFile(security.tls_key), ReadFile(security.tls_cert)});
+    credentials = grpc::SslServerCredentials(options);
+  }
+  const std::string listen = host.find(':') != std::string::npos && host.front() != '['
+                                 ? fmt::format("[{}]:{}", host, port)
+                                 : fmt::format("{}:{}", host, port);
+  grpc::ServerBuilder builder;
+  int selected_port = 0;
+  builder.AddListeningPort(listen, credentials, &selected_port);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  // One port, one server: without this gRPC would share a port with another process.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (!server_ || selected_port == 0) {
+    throw BadInputError(fmt::format("cannot serve the coordinator at {}: the address is taken or not of this "
+                                    "machine; pick another --coordinator-port or --master-addr", listen));
+  }
+  address_ = host.find(':') != std::string::npos && host.front() != '[' ? fmt::format("[{}]:{}", host, selected_port)
+                                                                         : fmt::format("{}:{}", host, selected_port);
+}
+
+CoordinatorServer::~CoordinatorServer() {
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+}
+
+}  // namespace mgpu

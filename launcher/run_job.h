@@ -1,0 +1,28 @@
+// `mgpu run`: one training job of --nnodes x --nproc-per-node mgpu-worker processes.
+//
+// Node 0's launcher validates the worker flags, checks the rendezvous port, serves the
+// Coordinator (launcher/coordinator_server.h), starts its workers with torchrun's environment
+// (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) plus
+// MGPU_COORDINATOR (and MGPU_TOKEN / MGPU_TLS_CA), and supervises:
+//   - the first failure by wall-clock time (a worker's exit with a code or signal, or its
+//     reported error) is the root cause: every other worker is stopped (SIGTERM to its process
+//     group, SIGKILL after 3 s), the rank, host, code or signal and last error are printed and
+//     stored in summary.json, and the job exits with that code (128 + signal for a signal);
+//   - a rank silent, or training without a new step, for --heartbeat-timeout is hung: where
+//     every rank is gets printed and the job stops with exit code 1;
+//   - SIGINT/SIGTERM stop the job the same way (exit 128 + signal);
+//   - --max-restarts N starts the whole group again after a failure, with
+//     --resume <out>/checkpoints/latest.ckpt when that file exists.
+// Other nodes' launchers join node 0's coordinator, start their workers (which register with
+// node 0 directly), report their workers' exits, and stop when node 0 says the job is over.
+#pragma once
+
+#include "launcher/run_options.h"
+
+namespace mgpu {
+
+// Returns the job's exit code. Throws BadInputError (exit 2) for bad flags or worker
+// configuration, a taken port, and the like, before any worker starts.
+int RunJob(const RunOptions& options);
+
+}  // namespace mgpu

@@ -1,0 +1,69 @@
+#include "worker/command_line.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "common/files.h"
+#include "common/status.h"
+
+namespace mgpu {
+
+std::optional<TrainConfig> ParseWorkerCommandLine(const std::vector<std::string>& args, int& exit_code) {
+  CLI::App app{"mgpu-worker: one training process of an mgpu job.\n"
+               "Options can also be set in a YAML file given by --config; flags win."};
+  app.name("mgpu-worker");
+  app.get_formatter()->column_width(32);
+  std::string config_file;
+  app.add_option("--config", config_file, "YAML file of options (keys as the flags, without --)");
+  const auto& specs = TrainOptions();
+  std::vector<std::string> values(specs.size());
+  std::vector<CLI::Option*> options;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    std::string names = "--" + specs[i].name;
+    for (const auto& alias : specs[i].aliases) names += ",--" + alias;
+    std::string help = specs[i].help;
+    if (!specs[i].choices.empty()) help += fmt::format(" ({})", fmt::join(specs[i].choices, " | "));
+    help += fmt::format(" [{}]", specs[i].get(TrainConfig{}));
+    // A repeated flag takes its last value, as with argparse.
+    options.push_back(app.add_option(names, values[i], help)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast));
+    // Yes/no options work as plain flags too (`--amp` means `--amp true`).
+    if (specs[i].choices == std::vector<std::string>{"true", "false"}) options.back()->expected(0, 1);
+  }
+  try {
+    // CLI11 takes the arguments in reverse order.
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp& e) {
+    exit_code = app.exit(e);
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    throw BadInputError(fmt::format("{}; run `mgpu-worker --help` for the options", e.what()));
+  }
+
+  TrainConfig config;
+  if (!config_file.empty()) {
+    ApplyYamlFile(config, config_file);
+    config.config_file = config_file;
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (options[i]->count() == 0) continue;
+    try {
+      specs[i].set(config, values[i].empty() && options[i]->get_expected_min() == 0 ? "true" : values[i]);
+    } catch (const BadInputError& e) {
+      throw BadInputError(fmt::format("--{}: {}", specs[i].name, e.what()));
+    }
+  }
+  ResolvePrecisionAliases(config);
+  ValidateConfig(config);
+  return config;
+}
+
+std::string DefaultOutputFolder(const TrainConfig& config) {
+  const std::string base = fmt::format("runs/{}-{}-{}-{}", TimestampForPath(), config.model,
+                                       config.dataset, config.mode);
+  std::string folder = base;
+  for (int i = 2; PathExists(folder); ++i) folder = fmt::format("{}-{}", base, i);
+  return folder;
+}
+
+}  // namespace mgpu

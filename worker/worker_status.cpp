@@ -1,0 +1,48 @@
+#include "worker/worker_status.h"
+
+#include <thread>
+
+namespace mgpu {
+
+WorkerStatus& WorkerStatus::Current() {
+  static WorkerStatus status;
+  return status;
+}
+
+void WorkerStatus::SetPhase(const std::string& phase) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  phase_ = phase;
+  progress_at_ = Clock::now();
+}
+
+void WorkerStatus::SetStep(int64_t step, int64_t epoch) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  step_ = step;
+  epoch_ = epoch;
+  progress_at_ = Clock::now();
+}
+
+void WorkerStatus::PublishMetrics(const StepMetrics& metrics) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  metrics_ = metrics;
+  metrics_sent_ = false;
+}
+
+WorkerStatus::Snapshot WorkerStatus::Take() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Snapshot snapshot;
+  snapshot.step = step_;
+  snapshot.epoch = epoch_;
+  snapshot.phase = phase_;
+  snapshot.seconds_since_progress = std::chrono::duration<double>(Clock::now() - progress_at_).count();
+  if (!metrics_sent_) snapshot.metrics = metrics_;
+  metrics_sent_ = true;
+  return snapshot;
+}
+
+void HangForTest(spdlog::logger& log, int64_t step) {
+  log.warn("--test-hang-at-step {}: this rank now hangs on purpose (a test of the launcher's supervision)", step);
+  while (true) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+}  // namespace mgpu

@@ -1,0 +1,55 @@
+// What this worker process is doing right now: its step, epoch, phase and latest metrics row.
+// The training thread writes it (a few calls in the trainer, and RunOutputs::AppendStep); the
+// coordinator client's heartbeat thread reads it, so a launcher can say where a rank is stuck.
+// One instance per process (Current()), since one process is one rank. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <spdlog/logger.h>
+
+#include "worker/run_outputs.h"
+
+namespace mgpu {
+
+class WorkerStatus {
+ public:
+  static WorkerStatus& Current();
+
+  // A new phase ("joining ranks", "loading data", "training", "evaluating", "finishing").
+  void SetPhase(const std::string& phase);
+  // After every optimizer step: cheap (a mutex and a clock read).
+  void SetStep(int64_t step, int64_t epoch);
+  // A metrics row, sent with the next heartbeat.
+  void PublishMetrics(const StepMetrics& metrics);
+
+  struct Snapshot {
+    int64_t step = 0;
+    int64_t epoch = 0;
+    std::string phase;
+    double seconds_since_progress = 0;     // since the step or the phase last changed
+    std::optional<StepMetrics> metrics;    // a row not handed out before
+  };
+  // The current state; hands out a new metrics row only once.
+  Snapshot Take();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  std::mutex mutex_;
+  int64_t step_ = 0;
+  int64_t epoch_ = 0;
+  std::string phase_ = "starting";
+  Clock::time_point progress_at_ = Clock::now();
+  std::optional<StepMetrics> metrics_;
+  bool metrics_sent_ = true;
+};
+
+// --test-hang-at-step (test only): the training thread stops for good at `step`, as a rank stuck
+// in a collective would, while its heartbeats go on; the launcher's supervision tests use it.
+[[noreturn]] void HangForTest(spdlog::logger& log, int64_t step);
+
+}  // namespace mgpu
