@@ -180,7 +180,7 @@ std::string SerializeCheckpoint(const CheckpointIdentity& identity, TrainingPart
   }
 #endif
   const std::vector<char> pickled = torch::pickle_save(payload);
-  return EncodeCheckpointFile({header.dump(1), std::string(pickled.begin(), pickled.end())});
+  return EncodeCheckpointFile({header.dump(), std::string(pickled.begin(), pickled.end())});
 }
 
 std::string ResolveResumePath(const std::string& given) {

@@ -50,8 +50,8 @@ TEST(CheckpointFile, NamesThePathAndWhatIsWrong) {
 }
 
 // A LeNet with Adam, a dynamic loss scaler and a plateau schedule, after a few steps.
-struct Run {
-  explicit Run(uint64_t seed) {
+struct TrainedLeNet {
+  explicit TrainedLeNet(uint64_t seed) {
     torch::manual_seed(seed);
     model = MakeModel("lenet", ModelShape{1, 10, 28, 28});
     OptimizerOptions options;
@@ -102,7 +102,7 @@ void ExpectSameTensors(const std::vector<torch::Tensor>& a, const std::vector<to
 
 TEST(Checkpoint, RestoresEveryPartExactly) {
   TempDir dir;
-  Run original(1);
+  TrainedLeNet original(1);
   original.Steps(3);
   TrainingPosition position;
   position.epoch = 1;
@@ -117,7 +117,7 @@ TEST(Checkpoint, RestoresEveryPartExactly) {
   WriteFileAtomically(dir / "c.ckpt", SerializeCheckpoint(original.Identity(), parts, position));
   const torch::Tensor next_draw = torch::rand({5});  // what the generator gives after the save
 
-  Run resumed(2);  // other initial weights, fresh optimizer, scaler and schedule
+  TrainedLeNet resumed(2);  // other initial weights, fresh optimizer, scaler and schedule
   auto resumed_parts = resumed.Parts();
   const TrainingPosition back = RestoreCheckpoint(dir / "c.ckpt", resumed.Identity(), resumed_parts);
 
@@ -150,13 +150,13 @@ TEST(Checkpoint, RestoresEveryPartExactly) {
 
 TEST(Checkpoint, AnUnsteppedPlateauScheduleRoundTripsItsInfiniteBest) {
   TempDir dir;
-  Run original(1);
+  TrainedLeNet original(1);
   TrainingPosition position;
   position.loss_sum = torch::zeros({}, torch::kDouble);
   position.loss_images = torch::zeros({}, torch::kDouble);
   auto parts = original.Parts();
   WriteFileAtomically(dir / "c.ckpt", SerializeCheckpoint(original.Identity(), parts, position));
-  Run resumed(2);
+  TrainedLeNet resumed(2);
   auto resumed_parts = resumed.Parts();
   RestoreCheckpoint(dir / "c.ckpt", resumed.Identity(), resumed_parts);
   EXPECT_TRUE(std::isinf(resumed.scheduler->state().best));
@@ -165,13 +165,13 @@ TEST(Checkpoint, AnUnsteppedPlateauScheduleRoundTripsItsInfiniteBest) {
 
 TEST(Checkpoint, ARunOfAnotherModelIsRefusedNamingTheField) {
   TempDir dir;
-  Run original(1);
+  TrainedLeNet original(1);
   TrainingPosition position;
   position.loss_sum = torch::zeros({}, torch::kDouble);
   position.loss_images = torch::zeros({}, torch::kDouble);
   auto parts = original.Parts();
   WriteFileAtomically(dir / "c.ckpt", SerializeCheckpoint(original.Identity(), parts, position));
-  Run other(2);
+  TrainedLeNet other(2);
   auto other_parts = other.Parts();
   const std::string message =
       BadInputMessage([&] { RestoreCheckpoint(dir / "c.ckpt", other.Identity("resnet18"), other_parts); });
