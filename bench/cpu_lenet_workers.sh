@@ -33,7 +33,7 @@ for w in $WORKERS; do
       --num-workers "$w" --progress lines --out "$out/mgpu-$w-$r" > "$out/mgpu-$w-$r.log" 2>&1
     read -r m_sec m_wait m_acc < <("$PY" -c "import json,sys; s=json.load(open(sys.argv[1])); e=s['epochs_detail'][0]; print(e['seconds'], e['data_wait_seconds'], s['test_accuracy'])" "$out/mgpu-$w-$r/summary.json")
     read -r t_sec t_acc < <("$PY" "$here/lenet_workers_reference.py" --data-dir "$DATA" --threads "$THREADS" \
-      --num-workers "$w" | "$PY" -c "import json,sys; r=json.loads(sys.stdin.read()); print(r['epoch_seconds'], r['test_accuracy'])")
+      --num-workers "$w" 2> "$out/torch-$w-$r.err" | "$PY" -c "import json,sys; r=json.loads(sys.stdin.read()); print(r['epoch_seconds'], r['test_accuracy'])")
     printf '| %d | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n' "$w" "$r" "$m_sec" "$m_wait" "$m_acc" "$t_sec" \
       "$t_acc" "$(echo "$m_sec / $t_sec" | bc -l)"
   done
