@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 ENV_FILE := $(BUILD_DIR)/.setup.env
 CTEST_ARGS ?=
 
-.PHONY: all deps configure build test demo bench-cpu clean
+.PHONY: all deps configure build test demo bench-cpu bench-cpu-workers clean
 
 all: build
 
@@ -29,6 +29,12 @@ demo: build
 
 bench-cpu: build
 	bash bench/cpu_lenet.sh $(BUILD_DIR)
+
+# The num_workers table (LeNet, affine augmentation, 0/2/4 workers) against PyTorch + torchvision;
+# the set-up step adds Pillow to a bench-only venv once.
+bench-cpu-workers: build
+	bash bench/setup_bench_env.sh $(BUILD_DIR)
+	bash bench/cpu_lenet_workers.sh $(BUILD_DIR)
 
 clean:
 	rm -rf $(BUILD_DIR)

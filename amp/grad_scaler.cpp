@@ -1,5 +1,6 @@
 #include "amp/grad_scaler.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -101,18 +102,23 @@ double GradScaler::scale() const { return scale_.item<double>(); }
 
 int64_t GradScaler::skipped_steps() const { return skipped_.item<int64_t>(); }
 
-std::vector<torch::Tensor> GradScaler::StateTensors() const { return {scale_.clone(), growth_tracker_.clone()}; }
+std::vector<torch::Tensor> GradScaler::StateTensors() const {
+  return {scale_.clone(), growth_tracker_.clone(), skipped_.clone()};
+}
 
 void GradScaler::LoadStateTensors(const std::vector<torch::Tensor>& state) {
-  if (state.size() != 2 || !state[0].defined() || !state[1].defined() || state[0].numel() != 1 ||
-      state[1].numel() != 1) {
-    throw BadInputError(fmt::format("loss scaler state holds {} tensors; expected 2 one-element tensors "
-                                    "(scale, growth tracker): the checkpoint is not a GradScaler's",
+  const bool well_formed = state.size() == 3 && std::all_of(state.begin(), state.end(), [](const torch::Tensor& t) {
+                             return t.defined() && t.numel() == 1;
+                           });
+  if (!well_formed) {
+    throw BadInputError(fmt::format("loss scaler state holds {} tensors; expected 3 one-element tensors "
+                                    "(scale, growth tracker, skipped steps): the checkpoint is not a GradScaler's",
                                     state.size()));
   }
   torch::NoGradGuard no_grad;
   scale_.copy_(state[0].reshape({}));
   growth_tracker_.copy_(state[1].reshape({}));
+  skipped_.copy_(state[2].reshape({}));
 }
 
 }  // namespace mgpu

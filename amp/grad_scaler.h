@@ -87,7 +87,8 @@ class GradScaler {
   double scale() const;
   int64_t skipped_steps() const;
 
-  // Scaler state for checkpoints: {scale, growth tracker}, as torch's state_dict holds them.
+  // Scaler state for checkpoints: {scale, growth tracker} as torch's state_dict holds them, plus
+  // the count of skipped steps (summary.json's skipped_steps continues across a resume).
   std::vector<torch::Tensor> StateTensors() const;
   // Restores what StateTensors returned; throws BadInputError on a count or shape mismatch.
   void LoadStateTensors(const std::vector<torch::Tensor>& state);

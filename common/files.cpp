@@ -52,6 +52,15 @@ void WriteFileAtomically(const std::string& path, const std::string& contents) {
   }
 }
 
+void SyncDirectory(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw Error(ExitCode::kFailure, "cannot open folder " + path + ": " + ErrnoText());
+  const bool synced = ::fsync(fd) == 0;
+  const std::string err = synced ? "" : ErrnoText();
+  ::close(fd);
+  if (!synced) throw Error(ExitCode::kFailure, "cannot sync folder " + path + ": " + err);
+}
+
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw BadInputError("cannot read " + path + ": " + ErrnoText());

@@ -15,6 +15,9 @@ namespace mgpu {
 // A crash leaves either the old file or the new one, never a torn one. Throws mgpu::Error.
 void WriteFileAtomically(const std::string& path, const std::string& contents);
 
+// Makes the folder's entries (a rename into it) durable: fsync on the folder. Throws mgpu::Error.
+void SyncDirectory(const std::string& path);
+
 // Reads a whole file; throws BadInputError naming the path if it cannot be read.
 std::string ReadFile(const std::string& path);
 

@@ -185,8 +185,43 @@ std::vector<OptionSpec> BuildOptions() {
   o.push_back(BoolOption("nesterov", &TrainConfig::nesterov, "Nesterov momentum (SGD)"));
   o.push_back(DoubleOption("weight-decay", &TrainConfig::weight_decay, true, "L2 weight decay"));
   o.back().aliases = {"weight_decay"};
-  o.push_back(StringOption("scheduler", {}, &TrainConfig::scheduler, {"none"},
-                           "learning-rate schedule"));
+  o.push_back(StringOption("scheduler", {}, &TrainConfig::scheduler, SchedulerNames(),
+                           "learning-rate schedule (multistep: per epoch; cosine: per step after a linear "
+                           "warm-up; plateau: ReduceLROnPlateau on the test loss)"));
+  {
+    OptionSpec milestones;
+    milestones.name = "milestones";
+    milestones.help = "multistep: epochs at which the lr is multiplied by --gamma, e.g. 30,60";
+    milestones.set = [](TrainConfig& c, const std::string& t) {
+      std::vector<int64_t> epochs;  // "" (as config.yaml writes none) means none
+      for (size_t begin = 0; !t.empty() && begin <= t.size();) {
+        const size_t comma = std::min(t.find(',', begin), t.size());
+        epochs.push_back(ParseInt(t.substr(begin, comma - begin), 1));
+        begin = comma + 1;
+      }
+      if (!std::is_sorted(epochs.begin(), epochs.end())) {
+        throw BadInputError(fmt::format("'{}': the epochs must be in increasing order", t));
+      }
+      c.milestones = epochs;
+    };
+    milestones.get = [](const TrainConfig& c) { return fmt::format("{}", fmt::join(c.milestones, ",")); };
+    o.push_back(milestones);
+  }
+  o.push_back(DoubleOption("gamma", &TrainConfig::gamma, false, "multistep: lr factor at each milestone"));
+  o.push_back(DoubleOption("warmup-epochs", &TrainConfig::warmup_epochs, true,
+                           "cosine: epochs of linear warm-up (per step; fractions allowed)"));
+  o.back().aliases = {"warmup_epochs"};
+  o.push_back(DoubleOption("min-lr", &TrainConfig::min_lr, true, "cosine: the final lr; plateau: the lowest lr"));
+  o.back().aliases = {"min_lr"};
+  o.push_back(DoubleOption("plateau-factor", &TrainConfig::plateau_factor, false,
+                           "plateau: lr factor after --plateau-patience epochs without a better test loss"));
+  o.push_back(IntOption("plateau-patience", {}, &TrainConfig::plateau_patience, 0,
+                        "plateau: epochs without a better test loss (by 1e-4 relative) before lowering the lr"));
+  o.push_back(StringOption("lr-scale-rule", {"lr_scale_rule"}, &TrainConfig::lr_scale_rule, {"none", "linear"},
+                           "linear: the lr is --lr x global batch / 256 (Goyal et al.)"));
+  o.push_back(DoubleOption("label-smoothing", &TrainConfig::label_smoothing, true,
+                           "cross-entropy label smoothing of the training loss, in [0, 1)"));
+  o.back().aliases = {"label_smoothing"};
   {
     OptionSpec seed;
     seed.name = "seed";
@@ -253,6 +288,11 @@ std::vector<OptionSpec> BuildOptions() {
                         "intra-op CPU threads (0: LibTorch's default)"));
   o.push_back(IntOption("eval-batch-size", {"eval_batch_size"}, &TrainConfig::eval_batch_size, 1,
                         "batch size for evaluation"));
+  o.push_back(IntOption("checkpoint-every", {"checkpoint_every"}, &TrainConfig::checkpoint_every, 0,
+                        "write <out>/checkpoints/step-N.ckpt every N optimizer steps and at every epoch's "
+                        "end (0: off)"));
+  o.push_back(StringOption("resume", {}, &TrainConfig::resume, {},
+                           "continue from a checkpoint file, or a run folder's checkpoints/latest.ckpt"));
   o.push_back(IntOption("rank", {}, &TrainConfig::rank, -1, "this process's rank (auto: RANK or OMPI_COMM_WORLD_RANK)"));
   o.push_back(IntOption("world-size", {"world_size"}, &TrainConfig::world_size, -1,
                         "number of processes (auto: WORLD_SIZE or OMPI_COMM_WORLD_SIZE)"));
@@ -421,6 +461,10 @@ void ValidateConfig(const TrainConfig& config) {
   if (config.nesterov && config.momentum <= 0) {
     throw BadInputError("--nesterov needs --momentum > 0");
   }
+  if (config.label_smoothing >= 1) {
+    throw BadInputError(fmt::format("--label-smoothing {} must be below 1 (0: off, 0.1 is common)",
+                                    config.label_smoothing));
+  }
   Augmentation checked(AugmentOptionsFrom(config));  // throws for impossible parameters
 }
 
@@ -433,6 +477,24 @@ AugmentOptions AugmentOptionsFrom(const TrainConfig& config) {
   return AugmentOptions{config.augment,          config.affine_degrees,   config.affine_translate,
                         config.affine_scale_min, config.affine_scale_max, config.affine_interpolation,
                         config.crop_padding,     config.resize,           config.seed};
+}
+
+double EffectiveLr(const TrainConfig& config) {
+  return config.lr_scale_rule == "linear" ? config.lr * static_cast<double>(config.batch_size) / 256.0 : config.lr;
+}
+
+SchedulerOptions SchedulerOptionsFrom(const TrainConfig& config, int64_t steps_per_epoch) {
+  SchedulerOptions options;
+  options.kind = config.scheduler;
+  options.base_lr = EffectiveLr(config);
+  options.milestones = config.milestones;
+  options.gamma = config.gamma;
+  options.warmup_steps = std::llround(config.warmup_epochs * static_cast<double>(steps_per_epoch));
+  options.min_lr = config.min_lr;
+  options.total_steps = config.epochs * steps_per_epoch;
+  options.plateau_factor = config.plateau_factor;
+  options.plateau_patience = config.plateau_patience;
+  return options;
 }
 
 std::string ConfigToYaml(const TrainConfig& config) {

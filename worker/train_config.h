@@ -14,6 +14,7 @@
 
 #include "data/augment.h"
 #include "data/datasets.h"
+#include "optim/lr_scheduler.h"
 
 namespace mgpu {
 
@@ -49,7 +50,15 @@ struct TrainConfig {
   double momentum = 0.0;    // SGD only
   bool nesterov = false;    // SGD only
   double weight_decay = 0.0;
-  std::string scheduler = "none";
+  std::string scheduler = "none";     // optim/lr_scheduler.h
+  std::vector<int64_t> milestones;    // multistep: epochs
+  double gamma = 0.1;                 // multistep
+  double warmup_epochs = 0;           // cosine: linear warm-up, in epochs (fractions allowed)
+  double min_lr = 0;                  // cosine: final lr; plateau: floor
+  double plateau_factor = 0.1;
+  int64_t plateau_patience = 10;
+  std::string lr_scale_rule = "none";  // linear: lr × global batch / 256
+  double label_smoothing = 0;          // training loss only
   uint64_t seed = 42;
 
   // Execution.
@@ -66,6 +75,10 @@ struct TrainConfig {
   std::string memory_snapshot;        // CUDA allocator history pickle; empty: none
   int64_t threads = 0;          // intra-op CPU threads; 0: LibTorch's default
   int64_t eval_batch_size = 1000;
+
+  // Checkpoints (worker/checkpoint.h).
+  int64_t checkpoint_every = 0;  // optimizer steps; 0: off (on: also at every epoch's end)
+  std::string resume;            // a checkpoint file or a run folder; empty: a fresh run
 
   // Distributed identity (flags override torchrun's and Open MPI's environment).
   int64_t rank = -1;
@@ -132,6 +145,10 @@ void ValidateConfig(const TrainConfig& config);
 // The data set and augmentation options of `config` (seeded with config.seed).
 DatasetOptions DatasetOptionsFrom(const TrainConfig& config);
 AugmentOptions AugmentOptionsFrom(const TrainConfig& config);
+// The lr the optimizer starts from: --lr, times global batch / 256 with --lr-scale-rule linear.
+double EffectiveLr(const TrainConfig& config);
+// The schedule of a run with `steps_per_epoch` optimizer steps per epoch (from EffectiveLr).
+SchedulerOptions SchedulerOptionsFrom(const TrainConfig& config, int64_t steps_per_epoch);
 
 // The effective configuration as YAML (every option, canonical names).
 std::string ConfigToYaml(const TrainConfig& config);

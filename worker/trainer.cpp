@@ -16,6 +16,7 @@
 #include "common/files.h"
 #include "common/status.h"
 #include "data/batch_loader.h"
+#include "data/device_prefetcher.h"
 #include "data/datasets.h"
 #include "data/image_dataset.h"
 #include "dataparallel/data_parallel.h"
@@ -24,6 +25,8 @@
 #include "ddp/distributed_sampler.h"
 #include "models/model_factory.h"
 #include "optim/fused_optimizer.h"
+#include "optim/lr_scheduler.h"
+#include "worker/checkpoint.h"
 #include "worker/memory_snapshot.h"
 #include "worker/progress.h"
 #include "worker/step_timeline.h"
@@ -42,7 +45,7 @@ FusedOptimizer MakeOptimizer(const TrainConfig& config, std::vector<torch::Tenso
   OptimizerOptions options;
   options.master_weights = UsesMasterWeights(precision);
   options.kind = config.optimizer;
-  options.lr = config.lr;
+  options.lr = EffectiveLr(config);
   options.momentum = config.momentum;
   options.nesterov = config.nesterov;
   options.weight_decay = config.weight_decay;
@@ -297,6 +300,35 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
                                                augmentation});
   const int64_t micro_batches_per_epoch = (sampler.shard_size() + micro_batch - 1) / micro_batch;
   const int64_t steps_per_epoch = (micro_batches_per_epoch + config.grad_accum - 1) / config.grad_accum;
+  // --mode dp: batches stay in (pinned) host memory; each replica copies its own slice.
+  DevicePrefetcher batches(loader, data_parallel ? torch::Device(torch::kCPU) : device);
+
+  LrScheduler scheduler(SchedulerOptionsFrom(config, steps_per_epoch));
+  optimizer.set_lr(scheduler.lr());
+  summary["effective_lr"] = EffectiveLr(config);
+  TrainingParts parts{*model, optimizer, scaler, scheduler, device};
+  const CheckpointIdentity identity = CheckpointIdentity::Of(config, world.world_size, *model);
+  CheckpointWriter checkpoints(outputs.folder() + "/checkpoints", config.checkpoint_every,
+                               outputs.writes_shared_files());
+  TrainingPosition position;
+  if (!config.resume.empty()) {
+    const std::string path = ResolveResumePath(config.resume);
+    position = RestoreCheckpoint(path, identity, parts);
+    if (position.epoch >= config.epochs || (config.max_steps > 0 && position.step >= config.max_steps)) {
+      throw BadInputError(fmt::format("--resume {}: the checkpoint is at epoch {}, step {}: nothing is left to train "
+                                      "with --epochs {} --max-steps {}; raise them to train further",
+                                      path, position.epoch + 1, position.step, config.epochs, config.max_steps));
+    }
+    // The checkpoint holds the epoch's running loss summed over the ranks; rank 0 carries it on.
+    if (world.rank != 0) {
+      position.loss_sum.zero_();
+      position.loss_images.zero_();
+    }
+    summary["resumed_from"] = path;
+    summary["epochs_detail"] = position.epochs_detail;
+    log.info("resumed from {}: epoch {}, step {}, {} micro-batch(es) of the epoch done", path, position.epoch + 1,
+             position.step, position.micro_batches);
+  }
 
   LogStartupTable(log, config,
                   {{"rank / world", fmt::format("{} / {} ({})", world.rank, world.world_size, world.source)},
@@ -315,12 +347,14 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
                                                                ? c10::toString(*AutocastDtype(precision))
                                                                : "off")},
                    {"steps per epoch", std::to_string(steps_per_epoch)},
+                   {"effective lr", fmt::format("{} (--lr-scale-rule {}, global batch {})", EffectiveLr(config),
+                                                config.lr_scale_rule, config.batch_size)},
                    {"output", outputs.folder()},
                    {"libtorch", TORCH_VERSION}});
 
   Progress progress(config.progress, world.rank, log);
   StepTimeline timeline(device);
-  int64_t step = 0;
+  int64_t step = position.step;
   bool stop = false;
   double last_loss = std::nan("");
   auto record_scaler = [&] {  // synchronizes: at log points and the end only
@@ -354,21 +388,44 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
     window_loss_steps.clear();
     window_scales.clear();
   };
-  for (int64_t epoch = 0; epoch < config.epochs && !stop; ++epoch) {
+  for (int64_t epoch = position.epoch; epoch < config.epochs && !stop; ++epoch) {
     const auto epoch_start = Clock::now();
     const double collective_seconds_before =
         communicator ? communicator->CompletedCollectiveSeconds().value_or(0) : 0;
-    loader.StartEpoch(sampler.EpochIndices(epoch), epoch);
+    // A resumed epoch skips the micro-batches done before the checkpoint: the rest are the same.
+    const bool resumed = epoch == position.epoch && position.micro_batches > 0;
+    std::vector<int64_t> indices = sampler.EpochIndices(epoch);
+    if (resumed) {
+      indices.erase(indices.begin(), indices.begin() + std::min<int64_t>(position.micro_batches * micro_batch,
+                                                                         static_cast<int64_t>(indices.size())));
+    }
+    batches.StartEpoch(std::move(indices), epoch);
     timeline.Restart();  // evaluation and epoch set-up are not part of any step
     progress.StartEpoch(epoch, config.epochs, steps_per_epoch);
     WorkerStatus::Current().SetPhase("training");
     double data_wait = 0;
     PhaseSeconds epoch_phases;
-    int64_t images_seen = 0, epoch_steps = 0, micro = 0;
+    int64_t images_seen = resumed ? position.images_seen : 0;
+    int64_t epoch_steps = resumed ? position.epoch_steps : 0;
+    int64_t micro = resumed ? position.micro_batches : 0;
     torch::Tensor step_nonfinite;  // () bool, with --on-nonfinite skip: a micro-batch's loss was not finite
-    auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
+    auto loss_sum = resumed ? position.loss_sum
+                            : torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
     // Images of the steps whose loss is in loss_sum (with skip, the finite ones).
-    auto loss_images = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
+    auto loss_images = resumed ? position.loss_images
+                               : torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
+    // The checkpoint of this point of the run (a step boundary), written on rank 0.
+    auto write_checkpoint = [&](TrainingPosition at) {
+      check_window_losses(epoch);  // a diverged run is not worth resuming
+      at.step = step;
+      torch::Tensor totals = torch::stack({loss_sum, loss_images});
+      ranks.Sum(totals, "checkpoint loss");
+      at.loss_sum = totals[0];
+      at.loss_images = totals[1];
+      at.epochs_detail = summary["epochs_detail"];
+      const std::string path = checkpoints.Write(step, [&] { return SerializeCheckpoint(identity, parts, at); });
+      if (!path.empty()) log.info("checkpoint {}", path);
+    };
     // Per metrics row: wall time and data wait accumulated since the previous row.
     auto window_start = Clock::now();
     double window_wait = 0;
@@ -376,7 +433,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
 
     while (true) {
       const auto wait_start = Clock::now();
-      std::optional<Batch> batch = loader.Next();
+      std::optional<Batch> batch = batches.Next();
       const double waited = SecondsSince(wait_start);
       if (!batch) break;
       data_wait += waited;
@@ -384,9 +441,8 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
 
       // A step is grad_accum micro-batches; DDP reduces gradients only after the last one.
       const bool last_micro = (micro + 1) % config.grad_accum == 0 || micro + 1 == micro_batches_per_epoch;
-      // --mode dp: each replica copies its own slice.
-      auto images = data_parallel ? batch->images : batch->images.to(device, /*non_blocking=*/true);  // (B, C, H, W)
-      auto labels = data_parallel ? batch->labels : batch->labels.to(device, /*non_blocking=*/true);  // (B)
+      const torch::Tensor& images = batch->images;  // (B, C, H, W)
+      const torch::Tensor& labels = batch->labels;  // (B)
       timeline.Mark(StepPhase::kInput);
       if (micro % config.grad_accum == 0) {
         if (replicated) {
@@ -406,7 +462,9 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
           timeline.Mark(StepPhase::kBackward);
         } else {
           // float32 logits, so the loss is float32 under every policy (GradScaler::Scale needs it).
-          loss = torch::nn::functional::cross_entropy(Forward(*model, images, precision), labels);  // ()
+          loss = torch::nn::functional::cross_entropy(
+              Forward(*model, images, precision), labels,
+              torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(config.label_smoothing));  // ()
           timeline.Mark(StepPhase::kForward);
           scaler.Scale(config.grad_accum > 1 ? loss / static_cast<double>(config.grad_accum) : loss).backward();
           timeline.Mark(StepPhase::kBackward);
@@ -461,7 +519,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
         row.step = step;
         row.epoch = epoch;
         row.loss = last_loss;
-        row.lr = config.lr;
+        row.lr = optimizer.lr();
         row.loss_scale = scaler.scale();
         row.step_seconds = window_seconds / static_cast<double>(window_steps);
         row.data_wait_seconds = window_wait / static_cast<double>(window_steps);
@@ -475,12 +533,16 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
         window_steps = 0;
         window_images = 0;
       }
+      scheduler.OnStep();
+      optimizer.set_lr(scheduler.lr());
       progress.Update(epoch_steps, last_loss,
                       static_cast<double>(images_seen * world.world_size) / SecondsSince(epoch_start));
-      if (config.max_steps > 0 && step >= config.max_steps) {
-        stop = true;
-        break;
+      stop = config.max_steps > 0 && step >= config.max_steps;
+      // Mid-epoch checkpoints; the epoch's last step is saved after its evaluation instead.
+      if (micro < micro_batches_per_epoch && (checkpoints.DueAfterStep(step) || (stop && checkpoints.enabled()))) {
+        write_checkpoint(TrainingPosition{epoch, step, epoch_steps, micro, images_seen, {}, {}, {}});
       }
+      if (stop) break;
     }
     check_window_losses(epoch);  // the steps after the last metrics row (--max-steps)
     epoch_phases += timeline.Collect();
@@ -548,6 +610,15 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
              phase_seconds.contains("collectives_total")
                  ? fmt::format(" (collectives ran {:.2f} ms)", phase_seconds["collectives_total"].get<double>() * per_step_ms)
                  : "");
+    if (micro == micro_batches_per_epoch) {  // a whole epoch, not one cut short by --max-steps
+      scheduler.OnEpochEnd(eval.loss);
+      optimizer.set_lr(scheduler.lr());
+      if (checkpoints.enabled()) {
+        loss_sum.zero_();
+        loss_images.zero_();
+        write_checkpoint(TrainingPosition{epoch + 1, step, 0, 0, 0, {}, {}, {}});
+      }
+    }
   }
 
   WorkerStatus::Current().SetPhase("finishing");
@@ -569,6 +640,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   }
   if (outputs.writes_shared_files()) torch::save(model, outputs.folder() + "/model.pt");
   summary["steps"] = step;
+  summary["final_lr"] = optimizer.lr();
   summary["param_checksum"] = checksum;
   summary["total_seconds"] = SecondsSince(run_start);
   summary["status"] = "ok";

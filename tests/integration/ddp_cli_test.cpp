@@ -134,6 +134,30 @@ TEST_F(DdpCli, GradientAsBucketViewAndCompressionStillTrain) {
   EXPECT_LE(RelativeNormDifference(out_ / "bf16/model.pt", out_ / "single/model.pt"), 0.01);
 }
 
+TEST_F(DdpCli, TwoRanksStoppedAndResumedFromRankZerosCheckpointEndAsTheUninterruptedRun) {
+  const std::vector<std::string> job = {"--batch-size", "64", "--backend", "gloo"};
+  for (const auto& r : RunTorchrunStyle("whole", job)) ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> first = job;
+  first.insert(first.end(), {"--max-steps", "13", "--checkpoint-every", "5"});
+  for (const auto& r : RunTorchrunStyle("first", first)) ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(ListDirectory(out_ / "first/checkpoints"),
+            (std::vector<std::string>{"latest.ckpt", "step-10.ckpt", "step-13.ckpt", "step-5.ckpt"}))
+      << "rank 0 alone writes, at steps 5, 10 (also the end of epoch 1) and 13";
+  std::vector<std::string> second = job;
+  second.insert(second.end(), {"--resume", out_ / "first"});
+  for (const auto& r : RunTorchrunStyle("second", second)) ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  const nlohmann::json whole = ReadSummary(out_ / "whole");
+  const nlohmann::json resumed = ReadSummary(out_ / "second");
+  EXPECT_EQ(resumed["rank_param_checksums"], whole["rank_param_checksums"]);
+  EXPECT_EQ(resumed["test_loss"], whole["test_loss"]);
+  ASSERT_EQ(resumed["epochs_detail"].size(), 2u);
+  // The resumed epoch's running loss was summed over the ranks at the checkpoint: the same
+  // terms, added in another order.
+  EXPECT_NEAR(resumed["epochs_detail"][1]["train_loss"].get<double>(),
+              whole["epochs_detail"][1]["train_loss"].get<double>(), 1e-12);
+}
+
 TEST_F(DdpCli, ARankWithADifferentModelStopsEveryRankWithExitTwo) {
   TempDir other;
   WriteTinyMnistLike(other.path(), 640, 200, 32);  // 32x32 images: LeNet's fc1 is wider

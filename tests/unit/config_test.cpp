@@ -241,3 +241,55 @@ TEST(TrainConfig, ResolvedConfigRoundTripsThroughYaml) {
 
 }  // namespace
 }  // namespace mgpu
+
+namespace mgpu {
+namespace {
+
+TEST(TrainConfig, ScheduleOptionsBecomeTheSchedulersOptions) {
+  TrainConfig config;
+  const std::vector<std::pair<std::string, std::string>> flags = {
+      {"scheduler", "cosine"}, {"milestones", "3,8"}, {"gamma", "0.5"}, {"warmup-epochs", "1.5"},
+      {"min-lr", "0.0001"}, {"plateau-factor", "0.2"}, {"plateau-patience", "4"}, {"lr-scale-rule", "linear"},
+      {"label-smoothing", "0.1"}, {"checkpoint-every", "100"}, {"resume", "runs/a"}};
+  for (const auto& [name, value] : flags) FindTrainOption(name)->set(config, value);
+  config.lr = 0.1;
+  config.batch_size = 512;
+  config.epochs = 10;
+  EXPECT_EQ(EffectiveLr(config), 0.2) << "lr x global batch / 256";
+  const SchedulerOptions options = SchedulerOptionsFrom(config, /*steps_per_epoch=*/20);
+  EXPECT_EQ(options.kind, "cosine");
+  EXPECT_EQ(options.base_lr, 0.2);
+  EXPECT_EQ(options.milestones, (std::vector<int64_t>{3, 8}));
+  EXPECT_EQ(options.gamma, 0.5);
+  EXPECT_EQ(options.warmup_steps, 30);
+  EXPECT_EQ(options.total_steps, 200) << "the whole run, whatever --max-steps";
+  EXPECT_EQ(options.min_lr, 0.0001);
+  EXPECT_EQ(options.plateau_factor, 0.2);
+  EXPECT_EQ(options.plateau_patience, 4);
+  EXPECT_EQ(config.label_smoothing, 0.1);
+  EXPECT_EQ(config.checkpoint_every, 100);
+  EXPECT_EQ(config.resume, "runs/a");
+
+  TempDir dir;
+  WriteBytes(dir / "effective.yaml", ConfigToYaml(config));
+  TrainConfig reloaded;
+  ApplyYamlFile(reloaded, dir / "effective.yaml");
+  EXPECT_EQ(ConfigToYaml(reloaded), ConfigToYaml(config));
+  TrainConfig defaults;
+  WriteBytes(dir / "defaults.yaml", ConfigToYaml(defaults));
+  ApplyYamlFile(reloaded, dir / "defaults.yaml");
+  EXPECT_TRUE(reloaded.milestones.empty()) << "no milestones round-trip as none";
+}
+
+TEST(TrainConfig, ScheduleOptionsRejectBadValues) {
+  TrainConfig config;
+  EXPECT_THROW(FindTrainOption("milestones")->set(config, "8,3"), BadInputError);
+  EXPECT_THROW(FindTrainOption("milestones")->set(config, "3,x"), BadInputError);
+  EXPECT_THROW(FindTrainOption("scheduler")->set(config, "step"), BadInputError);
+  EXPECT_THROW(FindTrainOption("lr-scale-rule")->set(config, "sqrt"), BadInputError);
+  config.label_smoothing = 1.0;
+  EXPECT_NE(testing::BadInputMessage([&] { ValidateConfig(config); }).find("--label-smoothing"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mgpu

@@ -182,6 +182,7 @@ TEST(GradScaler, StateRoundTripsSoThatGrowthContinuesOnSchedule) {
   restored.LoadStateTensors(first.StateTensors());
   EXPECT_EQ(restored.scale(), 4.0);
   EXPECT_EQ(GrowthTracker(restored), 2);
+  EXPECT_EQ(restored.skipped_steps(), 1) << "the skipped-step count continues too";
   toy.Step(restored, Clean());
   EXPECT_EQ(restored.scale(), 8.0) << "the third clean step since the inf grows the scale";
   EXPECT_THROW(restored.LoadStateTensors({}), BadInputError);

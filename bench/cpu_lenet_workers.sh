@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The seed MNIST experiment's num_workers table: LeNet-5 on Fashion-MNIST with per-sample random
+# affine augmentation, batch 32, Adam, one epoch, 0/2/4 loader workers; mgpu-worker against
+# PyTorch + torchvision (DataLoader worker processes, PIL transforms) in one invocation. Builds
+# and downloads nothing: give it a built tree and run bench/setup_bench_env.sh once before.
+#   bash bench/cpu_lenet_workers.sh [BUILD_DIR] [REPEATS]
+set -euo pipefail
+BUILD_DIR=${1:-build}
+REPEATS=${2:-1}
+THREADS=${THREADS:-2}
+WORKERS=${WORKERS:-"0 2 4"}
+DATA=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
+here=$(cd "$(dirname "$0")" && pwd)
+. "$BUILD_DIR/.setup.env"
+PY=${MGPU_BENCH_PYTHON:-${MGPU_CACHE:-$HOME/.cache/mgpu}/venv-bench/bin/python}
+if ! "$PY" -c 'import torchvision, PIL' 2>/dev/null; then
+  echo "cpu_lenet_workers.sh: $PY cannot import torchvision and PIL; run bash bench/setup_bench_env.sh $BUILD_DIR first" >&2
+  exit 2
+fi
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+echo "machine: $(uname -n), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "date: $(date -u +%Y-%m-%d), intra-op threads $THREADS, batch 32, Adam lr 0.001, 1 epoch, repeats $REPEATS"
+echo "$("$PY" -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)')"
+echo
+echo "| workers | repeat | mgpu epoch s | mgpu data wait s | mgpu accuracy % | PyTorch epoch s | PyTorch accuracy % | mgpu / PyTorch |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+for w in $WORKERS; do
+  for r in $(seq 1 "$REPEATS"); do
+    "$BUILD_DIR/bin/mgpu-worker" --model lenet --dataset fashion-mnist --data-dir "$DATA" --device cpu \
+      --threads "$THREADS" --batch-size 32 --epochs 1 --optimizer adam --lr 0.001 --augment affine \
+      --num-workers "$w" --progress lines --out "$out/mgpu-$w-$r" > "$out/mgpu-$w-$r.log" 2>&1
+    read -r m_sec m_wait m_acc < <("$PY" -c "import json,sys; s=json.load(open(sys.argv[1])); e=s['epochs_detail'][0]; print(e['seconds'], e['data_wait_seconds'], s['test_accuracy'])" "$out/mgpu-$w-$r/summary.json")
+    read -r t_sec t_acc < <("$PY" "$here/lenet_workers_reference.py" --data-dir "$DATA" --threads "$THREADS" \
+      --num-workers "$w" 2> "$out/torch-$w-$r.err" | "$PY" -c "import json,sys; r=json.loads(sys.stdin.read()); print(r['epoch_seconds'], r['test_accuracy'])")
+    printf '| %d | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n' "$w" "$r" "$m_sec" "$m_wait" "$m_acc" "$t_sec" \
+      "$t_acc" "$(echo "$m_sec / $t_sec" | bc -l)"
+  done
+done
