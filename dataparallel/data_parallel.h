@@ -69,6 +69,7 @@ struct DataParallelOptions {
   // Builds a fresh model of the primary's architecture and shape (on the CPU, float32), from
   // which replicas are made; its initial values do not matter.
   std::function<std::shared_ptr<Classifier>()> make_model;
+  double label_smoothing = 0;  // of the training loss, as --label-smoothing
 };
 
 // Throws BadInputError for an unknown impl or devices it cannot use.

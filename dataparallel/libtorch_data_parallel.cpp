@@ -42,7 +42,7 @@ class LibTorchDataParallel::Replicable : public torch::nn::Module {
 };
 
 LibTorchDataParallel::LibTorchDataParallel(std::shared_ptr<Classifier> primary, DataParallelOptions options)
-    : devices_(options.devices), timer_(options.devices.front(), kIntervals) {
+    : devices_(options.devices), label_smoothing_(options.label_smoothing), timer_(options.devices.front(), kIntervals) {
   for (const auto& device : devices_) {
     if (!device.is_cuda()) {
       throw BadInputError(fmt::format("--dp-impl libtorch runs LibTorch's torch::nn::parallel::data_parallel, "
@@ -63,7 +63,9 @@ torch::Tensor LibTorchDataParallel::ForwardBackward(const torch::Tensor& images,
   const torch::Device primary = devices_.front();
   const torch::Tensor logits = torch::nn::parallel::data_parallel(module_, images.to(primary, /*non_blocking=*/true),
                                                                   devices_, primary);  // (B, classes)
-  const torch::Tensor loss = torch::nn::functional::cross_entropy(logits, labels.to(primary, /*non_blocking=*/true));
+  const torch::Tensor loss = torch::nn::functional::cross_entropy(
+      logits, labels.to(primary, /*non_blocking=*/true),
+      torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(label_smoothing_));
   timer_.Stop(kForward);
   timer_.Start(kBackward);
   scaler.Scale(loss * loss_weight).backward();

@@ -37,6 +37,7 @@ class LibTorchDataParallel : public DataParallelEngine {
   class Replicable;
 
   std::vector<torch::Device> devices_;
+  double label_smoothing_;  // of the training loss
   std::shared_ptr<Replicable> module_;
   DeviceTimer timer_;  // the primary's stream: data_parallel's whole forward, backward, step
   int64_t forward_backward_calls_ = 0;

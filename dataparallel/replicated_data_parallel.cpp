@@ -33,7 +33,10 @@ std::shared_ptr<Classifier> BuildReplica(const DataParallelOptions& options, con
 }  // namespace
 
 ReplicatedDataParallel::ReplicatedDataParallel(std::shared_ptr<Classifier> primary, DataParallelOptions options)
-    : devices_(options.devices), precision_(options.precision), threads_(options.devices) {
+    : devices_(options.devices),
+      precision_(options.precision),
+      label_smoothing_(options.label_smoothing),
+      threads_(options.devices) {
   replicas_.push_back(std::move(primary));
   for (size_t r = 1; r < devices_.size(); ++r) replicas_.push_back(BuildReplica(options, devices_[r]));
   primary_state_ = StateOf(*replicas_[0]);
@@ -131,7 +134,7 @@ torch::Tensor ReplicatedDataParallel::ForwardBackward(const torch::Tensor& image
     // round twice).
     const torch::Tensor loss_sum = torch::nn::functional::cross_entropy(
         PolicyForward(*replicas_[r], x, precision_), y,
-        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));  // ()
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum).label_smoothing(label_smoothing_));  // ()
     timer.Stop(kForward);
     timer.Start(kBackward);
     torch::Tensor weighted = loss_sum * (loss_weight / static_cast<double>(batch));

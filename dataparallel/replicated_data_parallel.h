@@ -46,6 +46,7 @@ class ReplicatedDataParallel : public DataParallelEngine {
 
   std::vector<torch::Device> devices_;
   Precision precision_;
+  double label_smoothing_;
   std::vector<std::shared_ptr<Classifier>> replicas_;    // [0]: the primary
   std::vector<std::vector<torch::Tensor>> parameters_;  // per replica
   std::vector<torch::Tensor> primary_state_;            // the primary's parameters, then buffers

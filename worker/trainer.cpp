@@ -288,7 +288,8 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
         model, DataParallelOptions{config.dp_impl,
                                    ResolveDataParallelDevices(config.dp_devices, config.device,
                                                               static_cast<int>(torch::cuda::device_count())),
-                                   precision, [&config, shape] { return MakeModel(config.model, shape); }});
+                                   precision, [&config, shape] { return MakeModel(config.model, shape); },
+                                   config.label_smoothing});
   }
   FusedOptimizer optimizer = MakeOptimizer(config, model->parameters(), precision);
   GradScaler scaler(loss_scaling, device);

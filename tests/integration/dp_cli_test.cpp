@@ -82,6 +82,21 @@ TEST_F(DpCli, TwoCpuReplicasTrainLikeOneProcessAndReportTimingPerDevice) {
   EXPECT_NEAR(summary["test_accuracy"].get<double>(), reference["test_accuracy"].get<double>(), 0.5);
 }
 
+TEST_F(DpCli, LabelSmoothingAppliesToEveryReplicasLossAsInOneProcess) {
+  const std::vector<std::string> smoothing = {"--label-smoothing", "0.2", "--max-steps", "8"};
+  CommandResult single = Train("single", smoothing);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  std::vector<std::string> dp_flags = {"--mode", "dp", "--dp-devices", "cpu,cpu"};
+  dp_flags.insert(dp_flags.end(), smoothing.begin(), smoothing.end());
+  CommandResult dp = Train("dp", dp_flags);
+  ASSERT_EQ(dp.exit_code, 0) << dp.output;
+  CommandResult plain = Train("plain", {"--mode", "dp", "--dp-devices", "cpu,cpu", "--max-steps", "8"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_LE(MaxRelativeDifference(out_ / "dp/model.pt", out_ / "single/model.pt"), 1e-5);
+  EXPECT_GT(MaxRelativeDifference(out_ / "plain/model.pt", out_ / "single/model.pt"), 1e-3)
+      << "without smoothing the run must differ, or this test shows nothing";
+}
+
 TEST_F(DpCli, SeedStyleModeDpIsAnAlias) {
   CommandResult dp = Train("dp", {"--mode", "DP", "--device", "cpu", "--max-steps", "3"});
   ASSERT_EQ(dp.exit_code, 0) << dp.output;
