@@ -50,7 +50,8 @@ int RunComparison(const ComparePlan& plan, const std::string& plan_text, const s
     WriteComparison(out, plan, rows);
   }
   std::fprintf(stdout, "\n%s\n%s", plan.name.c_str(), ComparisonTable(rows).c_str());
-  std::fprintf(stdout, "\nreport: %s/report.md (tables: comparison.csv, comparison.json)\n", out.c_str());
+  std::fprintf(stdout, "\nreport: %s/report.html (also report.md; tables: comparison.csv, comparison.json)\n",
+               out.c_str());
   if (failures > 0) std::fprintf(stderr, "mgpu compare: %d of %zu runs failed; see their rows\n", failures, rows.size());
   return failures > 0 ? 1 : 0;
 }

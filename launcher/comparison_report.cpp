@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/files.h"
+#include "launcher/report_html.h"
 #include "report/csv_writer.h"
 
 namespace mgpu {
@@ -124,6 +125,7 @@ void WriteComparison(const std::string& out, const ComparePlan& plan, const std:
   const nlohmann::json doc = {{"name", plan.name}, {"description", plan.description}, {"runs", runs}};
   WriteFileAtomically(out + "/comparison.json", doc.dump(2) + "\n");
   WriteFileAtomically(out + "/report.md", Markdown(plan, rows));
+  WriteFileAtomically(out + "/report.html", ReportHtml(plan, rows));
 }
 
 std::string ComparisonTable(const std::vector<ComparisonRow>& rows) {

@@ -1,5 +1,6 @@
 // The results of a comparison: one row per run (its summary.json, or why it has none), written
-// as comparison.csv, comparison.json and report.md, and printed as a table on the terminal.
+// as comparison.csv, comparison.json, report.md and report.html (launcher/report_html.h), and
+// printed as a table on the terminal.
 #pragma once
 
 #include <string>
@@ -18,7 +19,7 @@ struct ComparisonRow {
   nlohmann::json summary;    // the run's summary.json; null if it wrote none
 };
 
-// Writes comparison.csv, comparison.json and report.md into `out` (atomically, so a report of
+// Writes comparison.csv, comparison.json, report.md and report.html into `out` (atomically, so a report of
 // the runs done so far survives an interrupted comparison).
 void WriteComparison(const std::string& out, const ComparePlan& plan, const std::vector<ComparisonRow>& rows);
 

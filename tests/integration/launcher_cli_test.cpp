@@ -22,7 +22,7 @@ TEST(MgpuCompare, RunsEveryRowReportsFailuresAndKeepsGoing) {
              "runs:\n  - {name: good}\n  - {name: broken, data-dir: " + dir / "nowhere" + "}\n");
   CommandResult result = RunCommand({MGPU_LAUNCHER_BIN, "compare", dir / "plan.yaml", "--out", dir / "out"});
   EXPECT_EQ(result.exit_code, 1) << "one run fails: " << result.output;
-  for (const char* file : {"comparison.csv", "comparison.json", "report.md", "compare.yaml"}) {
+  for (const char* file : {"comparison.csv", "comparison.json", "report.md", "report.html", "compare.yaml"}) {
     EXPECT_TRUE(PathExists(dir / (std::string("out/") + file))) << file;
   }
   const auto doc = nlohmann::json::parse(ReadText(dir / "out/comparison.json"));
@@ -36,6 +36,10 @@ TEST(MgpuCompare, RunsEveryRowReportsFailuresAndKeepsGoing) {
   EXPECT_NE(report.find("| broken/num-workers=2 |"), std::string::npos) << report;
   EXPECT_NE(report.find("failed (exit 2)"), std::string::npos) << report;
   EXPECT_NE(result.output.find("2 of 4 runs failed"), std::string::npos) << result.output;
+  const std::string html = ReadText(dir / "out/report.html");
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  EXPECT_NE(html.find("<tr class=\"failed\"><td>"), std::string::npos) << "the broken runs";
+  EXPECT_NE(result.output.find(dir / "out/report.html"), std::string::npos) << "the final line names it";
 }
 
 TEST(MgpuCompare, BadPlanIsExitTwoBeforeAnyRun) {
