@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 ENV_FILE := $(BUILD_DIR)/.setup.env
 CTEST_ARGS ?=
 
-.PHONY: all deps configure build test demo bench-cpu bench-cpu-workers clean
+.PHONY: all deps configure build test demo bench-cpu bench-cpu-workers bench-cpu-ddp clean
 
 all: build
 
@@ -35,6 +35,10 @@ bench-cpu: build
 bench-cpu-workers: build
 	bash bench/setup_bench_env.sh $(BUILD_DIR)
 	bash bench/cpu_lenet_workers.sh $(BUILD_DIR)
+
+# DDP over Gloo, 2 processes: mgpu-worker against PyTorch's DistributedDataParallel.
+bench-cpu-ddp: build
+	bash bench/cpu_ddp.sh $(BUILD_DIR)
 
 clean:
 	rm -rf $(BUILD_DIR)
