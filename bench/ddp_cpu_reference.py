@@ -15,9 +15,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
 
-from lenet_reference import LeNet, read_idx
-
-import numpy as np
+from lenet_reference import LeNet, load_split
 
 
 def run(rank, args, port, queue):
@@ -25,15 +23,8 @@ def run(rank, args, port, queue):
     torch.set_num_threads(args.threads)
     dist.init_process_group("gloo", rank=rank, world_size=args.world)
     torch.manual_seed(args.seed)
-    mean, std = 0.2860, 0.3530
-
-    def load(prefix):
-        x = torch.from_numpy(read_idx(f"{args.data_dir}/{prefix}-images-idx3-ubyte.gz").copy())
-        y = torch.from_numpy(read_idx(f"{args.data_dir}/{prefix}-labels-idx1-ubyte.gz").astype(np.int64))
-        return ((x.float() / 255.0 - mean) / std).unsqueeze(1), y
-
-    train_x, train_y = load("train")
-    test_x, test_y = load("t10k")
+    train_x, train_y = load_split(args.data_dir, "train")
+    test_x, test_y = load_split(args.data_dir, "t10k")
     model = torch.nn.parallel.DistributedDataParallel(LeNet())
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     per_rank = args.batch_size // args.world

@@ -5,27 +5,18 @@ a shuffling DataLoader with --num-workers worker processes, Adam. Prints one JSO
 epoch time (the training pass, data loading included) and the test accuracy after it.
 """
 import argparse
-import gzip
 import json
-import struct
 import time
 
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 from PIL import Image
 from torchvision import transforms
 
+from lenet_reference import LeNet, read_idx  # the same model and IDX reader as bench/cpu_lenet.sh
+
 MEAN, STD = 0.2860, 0.3530
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    _, _, _, rank = struct.unpack(">BBBB", data[:4])
-    dims = struct.unpack(">" + "I" * rank, data[4:4 + 4 * rank])
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * rank).reshape(dims)
 
 
 class FashionMnist(torch.utils.data.Dataset):
@@ -40,22 +31,6 @@ class FashionMnist(torch.utils.data.Dataset):
     def __getitem__(self, index):
         image = Image.fromarray(self.images[index], mode="L")
         return self.transform(image), int(self.labels[index])
-
-
-class LeNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 6, 5, padding=2)
-        self.conv2 = nn.Conv2d(6, 16, 5)
-        self.fc1 = nn.Linear(16 * 5 * 5, 120)
-        self.fc2 = nn.Linear(120, 84)
-        self.fc3 = nn.Linear(84, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = F.relu(self.fc1(x.flatten(1)))
-        return self.fc3(F.relu(self.fc2(x)))
 
 
 def main():
