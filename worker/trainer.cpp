@@ -6,20 +6,15 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#ifdef MGPU_WITH_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
-#endif
-
-#include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "amp/precision.h"
-#include "common/files.h"
 #include "common/status.h"
 #include "data/batch_loader.h"
 #include "data/device_prefetcher.h"
 #include "data/datasets.h"
 #include "data/image_dataset.h"
 #include "dataparallel/data_parallel.h"
+#include "dataparallel/device_memory.h"
 #include "dataparallel/dp_devices.h"
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/distributed_sampler.h"
@@ -60,16 +55,6 @@ double ParamChecksum(Classifier& model) {
   return total;
 }
 
-long long PeakMemoryBytes(const torch::Device& device) {
-#ifdef MGPU_WITH_CUDA
-  if (device.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
-  }
-#endif
-  return PeakRssBytes();
-}
-
 // The ranks of the job as the loop sees them; with no communicator, a group of one.
 class RankGroup {
  public:
@@ -101,14 +86,6 @@ struct Evaluation {
   std::vector<double> per_class_accuracy;  // percent
 };
 
-// The forward pass under the precision policy: inputs in the model's dtype, autocast for the
-// amp-* policies, logits in float32.
-torch::Tensor Forward(Classifier& model, const torch::Tensor& images, Precision precision) {
-  std::optional<AutocastScope> autocast;
-  if (const auto dtype = AutocastDtype(precision)) autocast.emplace(images.device().type(), *dtype);
-  return model.forward(images.to(ModelDtype(precision))).to(torch::kFloat);
-}
-
 // Each rank evaluates every size()-th test image; the counts are summed over the ranks.
 Evaluation Evaluate(Classifier& model, const ImageDataset& test, int64_t batch_size,
                     const torch::Device& device, Precision precision, int rank, RankGroup& ranks,
@@ -126,7 +103,7 @@ Evaluation Evaluate(Classifier& model, const ImageDataset& test, int64_t batch_s
   while (auto batch = loader.Next()) {
     auto images = batch->images.to(device, /*non_blocking=*/true);  // (B, C, H, W)
     auto labels = batch->labels.to(device, /*non_blocking=*/true);  // (B)
-    auto logits = Forward(model, images, precision);                  // (B, classes)
+    auto logits = PolicyForward(model, images, precision);                // (B, classes)
     loss_sum += torch::nn::functional::cross_entropy(
                     logits, labels,
                     torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
@@ -464,7 +441,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
         } else {
           // float32 logits, so the loss is float32 under every policy (GradScaler::Scale needs it).
           loss = torch::nn::functional::cross_entropy(
-              Forward(*model, images, precision), labels,
+              PolicyForward(*model, images, precision), labels,
               torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(config.label_smoothing));  // ()
           timeline.Mark(StepPhase::kForward);
           scaler.Scale(config.grad_accum > 1 ? loss / static_cast<double>(config.grad_accum) : loss).backward();
@@ -627,7 +604,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   record_scaler();
   const double checksum = ParamChecksum(*model);
   const std::vector<double> checksums = ranks.Gather(checksum, "parameter checksums");
-  const std::vector<double> peaks = ranks.Gather(static_cast<double>(PeakMemoryBytes(device)), "peak memory");
+  const std::vector<double> peaks = ranks.Gather(static_cast<double>(DevicePeakMemoryBytes(device)), "peak memory");
   const std::vector<double> device_indices = ranks.Gather(device.is_cuda() ? device.index() : -1, "devices");
   summary["devices"] = nlohmann::json::array();
   for (double index : device_indices) summary["devices"].push_back(index < 0 ? "cpu" : fmt::format("cuda:{}", index));
