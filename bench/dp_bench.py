@@ -6,15 +6,17 @@ nn.DataParallel, in one invocation on one host. Builds nothing: give it a built 
 1. ResNet-18, synthetic CIFAR-shaped data, global batch 512, fp32, SGD: images/s of mgpu on one
    GPU, mgpu dp (--dp-impl mgpu and libtorch), PyTorch on one GPU and nn.DataParallel.
    Targets: mgpu dp >= 1.7x mgpu one GPU and >= 1.5x nn.DataParallel.
-2. The MNIST experiment's recipe: LeNet-5, batch 32, Adam, 4 loader workers, one epoch of
-   MNIST-format data (--mnist-dir, else 60000 + 10000 random images written once into DIR):
-   epoch seconds of mgpu on one GPU, mgpu dp, and PyTorch on one GPU and nn.DataParallel.
+2. The MNIST experiment's recipe: LeNet-5, batch 32, Adam, --lenet-workers loader workers (4;
+   e.g. 0,4 for both), one epoch of MNIST-format data (--mnist-dir, e.g. Fashion-MNIST's folder,
+   else 60000 + 10000 random images written once into DIR): epoch seconds and accuracy of the
+   baseline (one GPU), DataParallel over --gpus GPUs (the batch of 32 split among them) and DDP
+   (--gpus processes, 32 images each per step; mgpu's started by `mgpu run`), for mgpu and
+   PyTorch (nn.DataParallel, DistributedDataParallel with a DistributedSampler).
    Targets: mgpu dp's epoch <= 0.3x nn.DataParallel's and <= 1.2x mgpu's one-GPU epoch.
 mgpu's images/s is images over time across its metrics.csv rows after warm-up; its epoch time is
 summary.json's. Writes DIR/dp-bench-results.json and prints Markdown tables.
 """
 import argparse
-import csv
 import datetime
 import gzip
 import json
@@ -28,21 +30,20 @@ import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from gpu_bench import free_port, measured_throughput  # noqa: E402
 ENV = dict(os.environ, NCCL_NVLS_ENABLE="0")
 
 
 def worker(args, out, flags):
-    """Runs mgpu-worker with `flags`; returns (summary, metrics rows) or an error dict."""
+    """Runs mgpu-worker with `flags`; returns its summary.json, or an error dict."""
     cmd = [os.path.join(args.build, "bin", "mgpu-worker"), "--progress", "lines", "--out", out] + flags
     with open(out + ".log", "w") as log:
         code = subprocess.run(cmd, env=ENV, stdout=log, stderr=subprocess.STDOUT).returncode
     if code != 0:
-        return {"error": f"exit code {code}; see {out}.log"}, []
+        return {"error": f"exit code {code}; see {out}.log"}
     with open(os.path.join(out, "summary.json")) as f:
-        summary = json.load(f)
-    with open(os.path.join(out, "metrics.csv")) as f:
-        rows = list(csv.DictReader(f))
-    return summary, rows
+        return json.load(f)
 
 
 def dp_flags(args, impl):
@@ -60,15 +61,11 @@ def resnet(args):
     results = {}
     for name, flags in runs.items():
         out = os.path.join(args.out, "resnet18-" + name.replace(" ", "-").replace("(", "").replace(")", ""))
-        summary, rows = worker(args, out, common + flags)
+        summary = worker(args, out, common + flags)
         if "error" in summary:
             results[name] = summary
             continue
-        rows = [r for r in rows if int(r["step"]) > args.warmup]
-        # Images over time across the rows (each row holds the mean of the steps since the last).
-        steps_in = [int(r["step"]) - int(p["step"]) for p, r in zip([{"step": args.warmup}] + rows, rows)]
-        seconds = sum(n * float(r["step_seconds"]) for n, r in zip(steps_in, rows))
-        results[name] = {"images_per_second": args.batch * sum(steps_in) / seconds if seconds else 0.0,
+        results[name] = {"images_per_second": measured_throughput(out, args.warmup, args.batch)[0],
                          "peak_memory_bytes": summary.get("peak_memory_bytes"), "dp_timing": summary.get("dp_timing")}
     for name, gpus in (("PyTorch 1 GPU", 1), ("PyTorch nn.DataParallel", args.gpus)):
         cmd = [sys.executable, os.path.join(HERE, "reference_train.py"), "--model", "resnet18", "--precision", "fp32",
@@ -99,19 +96,33 @@ def mnist_dir(args):
     return folder
 
 
-def lenet(args):
+def lenet(args, loader_workers):
     data = mnist_dir(args)
-    common = ["--model", "lenet", "--dataset", "mnist", "--data-dir", data, "--batch-size", "32", "--epochs", "1",
-              "--optimizer", "adam", "--lr", "0.001", "--num-workers", "4", "--log-every", "500"]
+    common = ["--dataset", "mnist", "--data-dir", data, "--model", "lenet", "--epochs", "1", "--optimizer", "adam",
+              "--lr", "0.001", "--num-workers", str(loader_workers), "--log-every", "500"]
+    ddp_launcher = [os.path.join(args.build, "bin", "mgpu"), "run", "--nproc-per-node", str(args.gpus),
+                    "--master-port", str(free_port())]
+    runs = {"mgpu 1 GPU": ([], ["--batch-size", "32", "--device", "cuda:0"]),
+            "mgpu dp": ([], ["--batch-size", "32"] + dp_flags(args, "mgpu")),
+            "mgpu ddp": (ddp_launcher, ["--batch-size", str(32 * args.gpus), "--mode", "ddp", "--backend", "nccl"])}
     results = {}
-    for name, flags in (("mgpu 1 GPU", ["--device", "cuda:0"]), ("mgpu dp", dp_flags(args, "mgpu"))):
-        out = os.path.join(args.out, "lenet-" + name.replace(" ", "-"))
-        summary, _ = worker(args, out, common + flags)
+    for name, (launcher, flags) in runs.items():
+        out = os.path.join(args.out, f"lenet-w{loader_workers}-" + name.replace(" ", "-"))
+        if launcher:
+            with open(out + ".log", "w") as log:
+                code = subprocess.run(launcher + common + flags + ["--progress", "lines", "--out", out], env=ENV,
+                                      stdout=log, stderr=subprocess.STDOUT).returncode
+            summary = {"error": f"exit code {code}; see {out}.log"} if code else json.load(
+                open(os.path.join(out, "summary.json")))
+        else:
+            summary = worker(args, out, common + flags)
         results[name] = summary if "error" in summary else {
             "epoch_seconds": summary["epochs_detail"][0]["seconds"], "test_accuracy": summary["test_accuracy"],
             "dp_timing": summary.get("dp_timing")}
-    for name, gpus in (("PyTorch 1 GPU", 1), ("PyTorch nn.DataParallel", args.gpus)):
-        cmd = [sys.executable, os.path.join(HERE, "lenet_dp_reference.py"), "--data-dir", data, "--gpus", str(gpus)]
+    for name, gpus, extra in (("PyTorch 1 GPU", 1, []), ("PyTorch nn.DataParallel", args.gpus, []),
+                              ("PyTorch DDP", args.gpus, ["--ddp", "--port", str(free_port())])):
+        cmd = [sys.executable, os.path.join(HERE, "lenet_dp_reference.py"), "--data-dir", data, "--gpus", str(gpus),
+               "--num-workers", str(loader_workers)] + extra
         done = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=HERE)
         results[name] = (json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0
                          else {"error": done.stderr[-2000:]})
@@ -132,6 +143,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--loader-workers", type=int, default=4)
     parser.add_argument("--mnist-dir", default="")
+    parser.add_argument("--lenet-workers", default="4", help="loader workers of the LeNet runs, e.g. 0,4")
     parser.add_argument("--only", choices=["resnet", "lenet"], default=None)
     args = parser.parse_args()
     if args.gpus < 2:
@@ -142,8 +154,9 @@ def main():
         results["resnet18"] = resnet(args)
         print(json.dumps(results["resnet18"]), flush=True)
     if args.only in (None, "lenet"):
-        results["lenet"] = lenet(args)
-        print(json.dumps(results["lenet"]), flush=True)
+        for workers in args.lenet_workers.split(","):
+            results[f"lenet-w{workers}"] = lenet(args, int(workers))
+            print(json.dumps(results[f"lenet-w{workers}"]), flush=True)
     meta = {"date": datetime.date.today().isoformat(), "host": platform.node(), "gpus": args.gpus,
             "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda": torch.version.cuda,
             "command": " ".join(sys.argv)}
@@ -162,17 +175,20 @@ def main():
                   if v else f"| {name} | error: {r[name].get('error', '')[:200]} | | |")
         print(f"\ntargets: mgpu dp / mgpu 1 GPU >= 1.7 ({ratio(ips.get('mgpu dp'), ips.get('mgpu 1 GPU'))}), "
               f"mgpu dp / nn.DataParallel >= 1.5 ({ratio(ips.get('mgpu dp'), ips.get('PyTorch nn.DataParallel'))})")
-    if "lenet" in results:
-        r = results["lenet"]
+    for key in (k for k in results if k.startswith("lenet-w")):
+        r = results[key]
         sec = {k: v.get("epoch_seconds") for k, v in r.items()}
-        print("\nLeNet-5, batch 32, Adam, 4 loader workers, one epoch\n")
-        print("| run | epoch s | accuracy % |")
-        print("| --- | --- | --- |")
+        print(f"\nLeNet-5, batch 32 per process, Adam, {key[len('lenet-w'):]} loader workers, one epoch, "
+              f"{args.gpus} GPUs for DataParallel and DDP\n")
+        print("| run | epoch s | accuracy % | vs same side's 1 GPU |")
+        print("| --- | --- | --- | --- |")
         for name, v in sec.items():
-            print(f"| {name} | {v:.2f} | {r[name].get('test_accuracy', 0):.2f} |" if v
-                  else f"| {name} | error: {r[name].get('error', '')[:200]} | |")
+            base = sec.get("mgpu 1 GPU" if name.startswith("mgpu") else "PyTorch 1 GPU")
+            print(f"| {name} | {v:.2f} | {r[name].get('test_accuracy', 0):.2f} | {ratio(v, base)} |" if v
+                  else f"| {name} | error: {r[name].get('error', '')[:200]} | | |")
         print(f"\ntargets: mgpu dp / nn.DataParallel <= 0.3 ({ratio(sec.get('mgpu dp'), sec.get('PyTorch nn.DataParallel'))}), "
-              f"mgpu dp / mgpu 1 GPU <= 1.2 ({ratio(sec.get('mgpu dp'), sec.get('mgpu 1 GPU'))})")
+              f"mgpu dp / mgpu 1 GPU <= 1.2 ({ratio(sec.get('mgpu dp'), sec.get('mgpu 1 GPU'))}); "
+              f"mgpu ddp / PyTorch DDP: {ratio(sec.get('mgpu ddp'), sec.get('PyTorch DDP'))}")
 
 
 if __name__ == "__main__":

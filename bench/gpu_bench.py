@@ -1,12 +1,18 @@
 """GPU benchmark driver: mgpu against PyTorch (Python) in one invocation, same models, batch,
-precision and synthetic CIFAR-shaped data. Builds nothing: give it a built tree.
+precision and synthetic data (CIFAR-shaped 32 px; ResNet-50 at 224 px). Builds nothing: give it
+a built tree.
 
-    python3 bench/gpu_bench.py --build build-gpu [--out DIR] [--models resnet18,vgg19]
+    python3 bench/gpu_bench.py --build build-gpu [--out DIR] [--models resnet18,vgg19,resnet50]
+        [--worlds 1,2,4,8] [--modes ddp,dp]
 
-Rows: one GPU per precision (those mgpu-worker --help lists), then DDP over all visible GPUs.
-mgpu's images/s is the mean of its metrics.csv windows after warm-up; PyTorch's is timed with
-CUDA synchronization around the measured steps. Writes DIR/bench-results.json and prints a
-Markdown table (the one that goes into docs/BENCHMARKS.md).
+Rows: one GPU per precision (those mgpu-worker --help lists), then for every world size above 1
+and every mode of --modes: ddp (mgpu-worker processes with torchrun's environment; PyTorch
+DistributedDataParallel) and dp (single-process DataParallel: mgpu --mode dp; PyTorch
+nn.DataParallel), batch --batch per GPU. mgpu's images/s is images over time across its metrics.csv rows after warm-up (rows
+weighted by their steps); PyTorch's is timed with CUDA synchronization around the measured
+steps. Writes DIR/bench-results.json and prints the Markdown tables that go into
+docs/BENCHMARKS.md, with each multi-GPU row's scaling efficiency against the same side's
+one-GPU row.
 """
 import argparse
 import csv
@@ -21,6 +27,8 @@ import sys
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from reference_train import INPUT_SHAPE  # noqa: E402  (the one table of input shapes, shared)
 
 
 def free_port():
@@ -29,25 +37,44 @@ def free_port():
         return s.getsockname()[1]
 
 
-def mgpu_run(args, model, precision, world, out, extra_flags=()):
-    """Runs mgpu-worker on `world` GPUs (torchrun-style environment) and returns its measurements."""
-    steps, log_every = args.warmup + args.steps, args.steps // 4
+def measured_throughput(out, warmup, global_batch):
+    """(images/s, seconds per step, device seconds per phase per step) from a run's metrics.csv
+    rows after `warmup` steps; each row holds the mean of the steps since the previous row."""
+    with open(os.path.join(out, "metrics.csv")) as f:
+        rows = [r for r in csv.DictReader(f) if int(r["step"]) > warmup]
+    steps_in = [int(r["step"]) - int(p["step"]) for p, r in zip([{"step": warmup}] + rows, rows)]
+    steps = max(sum(steps_in), 1)
+    seconds = sum(n * float(r["step_seconds"]) for n, r in zip(steps_in, rows))
+    phases = {k[:-len("_seconds")]: sum(n * float(r[k]) for n, r in zip(steps_in, rows)) / steps
+              for k in (rows[0].keys() if rows else []) if k in
+              ("input_seconds", "forward_seconds", "backward_seconds", "exposed_comm_seconds", "optimizer_seconds")}
+    return (global_batch * sum(steps_in) / seconds if seconds else 0.0), seconds / steps, phases
+
+
+def mgpu_run(args, model, precision, world, out, extra_flags=(), mode="ddp"):
+    """Runs mgpu on `world` GPUs and returns its measurements: mode "ddp" starts one mgpu-worker
+    per GPU with torchrun's environment, "dp" one process with --mode dp over cuda:0..world-1."""
+    steps, log_every = args.warmup + args.steps, max(args.steps // 4, 1)
     # One epoch holds every step: an epoch boundary would put a loader restart into the timing.
     train_images = args.batch * world * (steps + 1)
+    side = INPUT_SHAPE.get(model, (3, 32))[1]
     flags = [os.path.join(args.build, "bin", "mgpu-worker"), "--model", model, "--dataset", "synthetic",
-             "--image-size", "32", "--synthetic-train", str(train_images), "--synthetic-test", "1000",
+             "--image-size", str(side), "--synthetic-train", str(train_images), "--synthetic-test", "256",
              "--batch-size", str(args.batch * world), "--max-steps", str(steps), "--epochs", "1000",
              "--log-every", str(log_every), "--optimizer", "sgd", "--momentum", "0.9", "--lr", "0.01",
              "--precision", precision, "--num-workers", str(args.loader_workers), "--progress", "lines",
              "--out", out, "--device", "cuda"]
-    if world > 1:
+    processes = world if mode == "ddp" else 1
+    if world > 1 and mode == "ddp":
         flags += ["--mode", "ddp", "--backend", "nccl"]
+    elif world > 1:
+        flags += ["--mode", "dp", "--dp-devices", ",".join(f"cuda:{i}" for i in range(world))]
     flags += list(extra_flags)
     port = free_port()
     procs = []
-    for rank in range(world):
+    for rank in range(processes):
         env = dict(os.environ, NCCL_NVLS_ENABLE="0")
-        if world > 1:
+        if processes > 1:
             env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
                        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         log = open(f"{out}.rank{rank}.log", "w")
@@ -57,28 +84,20 @@ def mgpu_run(args, model, precision, world, out, extra_flags=()):
         log.close()
     if any(codes):
         return {"impl": "mgpu", "error": f"exit codes {codes}; see {out}.rank*.log"}
-    with open(os.path.join(out, "metrics.csv")) as f:
-        rows = [r for r in csv.DictReader(f) if int(r["step"]) > args.warmup]
     with open(os.path.join(out, "summary.json")) as f:
         summary = json.load(f)
-    # Images over time across the measured rows (each row is the mean of the steps since the last).
-    steps_in = [int(r["step"]) - int(p["step"]) for p, r in zip([{"step": args.warmup}] + rows, rows)]
-    seconds = sum(n * float(r["step_seconds"]) for n, r in zip(steps_in, rows))
-    ips = args.batch * world * sum(steps_in) / seconds if seconds else 0.0
-    phases = {k[:-len("_seconds")]: sum(n * float(r[k]) for n, r in zip(steps_in, rows)) / max(sum(steps_in), 1)
-              for k in (rows[0].keys() if rows else []) if k in
-              ("input_seconds", "forward_seconds", "backward_seconds", "exposed_comm_seconds", "optimizer_seconds")}
-    return {"impl": "mgpu", "model": model, "precision": precision, "world": world, "batch_per_gpu": args.batch,
-            "parameters": summary.get("parameters"), "images_per_second": ips,
-            "peak_memory_bytes": max(summary.get("peak_memory_bytes") or [0]),
-            "step_seconds": seconds / max(sum(steps_in), 1), "device_seconds_per_step": phases,
-            "buckets": len(summary.get("ddp_bucket_bytes") or [])}
+    ips, step_seconds, phases = measured_throughput(out, args.warmup, args.batch * world)
+    return {"impl": "mgpu", "mode": mode if world > 1 else "single", "model": model, "precision": precision,
+            "world": world, "batch_per_gpu": args.batch, "parameters": summary.get("parameters"),
+            "images_per_second": ips, "peak_memory_bytes": max(summary.get("peak_memory_bytes") or [0]),
+            "step_seconds": step_seconds, "device_seconds_per_step": phases,
+            "buckets": len(summary.get("ddp_bucket_bytes") or []), "dp_timing": summary.get("dp_timing")}
 
 
-def pytorch_run(args, model, precision, world):
+def pytorch_run(args, model, precision, world, mode="ddp"):
     cmd = [sys.executable, os.path.join(HERE, "reference_train.py"), "--model", model, "--precision", precision,
            "--batch", str(args.batch), "--world", str(world), "--steps", str(args.steps), "--warmup",
-           str(args.warmup), "--port", str(free_port())]
+           str(args.warmup), "--port", str(free_port())] + (["--data-parallel"] if mode == "dp" and world > 1 else [])
     done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, NCCL_NVLS_ENABLE="0"))
     if done.returncode != 0:
         return {"impl": "pytorch", "error": done.stderr[-2000:]}
@@ -92,38 +111,59 @@ def supported_precisions(build):
     return [p for p in ["fp32", "tf32", "amp-fp16", "amp-bf16"] if p in line]
 
 
+def fmt_count(v):
+    return f"{v:.0f}" if v else ("error" if v is None else "-")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", default="build-gpu")
     parser.add_argument("--out", default="bench-out")
-    parser.add_argument("--models", default="resnet18,vgg19")
-    parser.add_argument("--precisions", default="", help="default: every one mgpu supports")
+    parser.add_argument("--models", default="resnet18,vgg19", help="any of resnet18, vgg19, resnet50")
+    parser.add_argument("--precisions", default="", help="one-GPU rows; default: every one mgpu supports")
+    parser.add_argument("--multi-precisions", default="fp32,amp-bf16",
+                        help="multi-GPU rows: those of --precisions also listed here")
+    parser.add_argument("--worlds", default="", help="GPU counts, e.g. 1,2,4,8; default: 1 and all visible GPUs")
+    parser.add_argument("--modes", default="ddp", help="multi-GPU rows: ddp, dp (single-process DataParallel) or both")
     parser.add_argument("--batch", type=int, default=256, help="per GPU")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--loader-workers", type=int, default=4)
-    parser.add_argument("--ddp-only", action="store_true")
+    parser.add_argument("--ddp-only", action="store_true", help="no one-GPU rows (same as leaving 1 out of --worlds)")
     parser.add_argument("--bucket-caps", default="", help="e.g. 1,5,25,100: also sweep mgpu's --bucket-cap-mb "
-                        "(MiB) on the multi-GPU rows")
+                        "(MiB) on the DDP rows")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     gpus = torch.cuda.device_count()
+    worlds = [int(w) for w in args.worlds.split(",")] if args.worlds else sorted({1, gpus})
+    if args.ddp_only:
+        worlds = [w for w in worlds if w > 1]
+    if any(w < 1 or w > gpus for w in worlds):
+        raise SystemExit(f"--worlds {args.worlds}: this host has {gpus} GPUs")
+    if any(m not in ("ddp", "dp") for m in args.modes.split(",")):
+        raise SystemExit(f"--modes {args.modes}: expected ddp, dp or ddp,dp")
     precisions = args.precisions.split(",") if args.precisions else supported_precisions(args.build)
+    multi_precisions = [p for p in precisions if p in args.multi_precisions.split(",")]
     rows, sweep = [], []
     for model in args.models.split(","):
-        worlds = ([] if args.ddp_only else [1]) + ([gpus] if gpus > 1 else [])
         for world in worlds:
-            for precision in precisions if world == 1 else [p for p in precisions if p in ("fp32", "amp-bf16")]:
-                out = os.path.join(args.out, f"{model}-{precision}-w{world}")
-                m = mgpu_run(args, model, precision, world, out)
-                p = pytorch_run(args, model, precision, world)
-                rows.append({"model": model, "precision": precision, "world": world, "mgpu": m, "pytorch": p})
-                print(json.dumps(rows[-1]), flush=True)
-                for cap in (args.bucket_caps.split(",") if args.bucket_caps and world > 1 else []):
-                    m = mgpu_run(args, model, precision, world, f"{out}-bucket{cap}", ["--bucket-cap-mb", cap])
-                    sweep.append({"model": model, "precision": precision, "world": world, "bucket_cap_mb": float(cap),
-                                  "mgpu": m})
-                    print(json.dumps(sweep[-1]), flush=True)
+            modes = ["single"] if world == 1 else args.modes.split(",")
+            for mode in modes:
+                for precision in precisions if world == 1 else multi_precisions:
+                    out = os.path.join(args.out, f"{model}-{precision}-{mode}{world}")
+                    m = mgpu_run(args, model, precision, world, out, mode=mode)
+                    p = pytorch_run(args, model, precision, world, mode=mode)
+                    rows.append({"model": model, "precision": precision, "world": world, "mode": mode,
+                                 "mgpu": m, "pytorch": p})
+                    print(json.dumps(rows[-1]), flush=True)
+                    if m.get("parameters") and p.get("parameters") and m["parameters"] != p["parameters"]:
+                        print(f"warning: {model} has {m['parameters']} parameters in mgpu, {p['parameters']} in "
+                              "the PyTorch reference: the rows do not compare the same model", flush=True)
+                    for cap in (args.bucket_caps.split(",") if args.bucket_caps and mode == "ddp" else []):
+                        m = mgpu_run(args, model, precision, world, f"{out}-bucket{cap}", ["--bucket-cap-mb", cap])
+                        sweep.append({"model": model, "precision": precision, "world": world,
+                                      "bucket_cap_mb": float(cap), "mgpu": m})
+                        print(json.dumps(sweep[-1]), flush=True)
     meta = {"date": datetime.date.today().isoformat(), "host": platform.node(),
             "gpu": torch.cuda.get_device_name(0) if gpus else "none", "gpus": gpus,
             "torch": torch.__version__, "cuda": torch.version.cuda, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
@@ -131,36 +171,35 @@ def main():
     with open(os.path.join(args.out, "bench-results.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows, "bucket_sweep": sweep}, f, indent=2)
     print(f"\n{meta['gpus']}x {meta['gpu']}, torch {meta['torch']}, CUDA {meta['cuda']}, NCCL {meta['nccl']}, {meta['date']}")
-    print("| model | precision | GPUs | mgpu img/s | PyTorch img/s | mgpu / PyTorch | mgpu peak MiB | PyTorch peak MiB |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| model | precision | GPUs | mode | mgpu img/s | PyTorch img/s | mgpu / PyTorch | mgpu peak MiB | PyTorch peak MiB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         m, p = r["mgpu"], r["pytorch"]
         mi, pi = m.get("images_per_second"), p.get("images_per_second")
         ratio = f"{mi / pi:.2f}" if mi and pi else "-"
-        fmt = lambda v: f"{v:.0f}" if v else ("error" if v is None else "-")
         mm = m.get("peak_memory_bytes"), p.get("peak_memory_bytes")
-        print(f"| {r['model']} | {r['precision']} | {r['world']} | {fmt(mi)} | {fmt(pi)} | {ratio} | "
-              f"{fmt(mm[0] / 2**20 if mm[0] else None)} | {fmt(mm[1] / 2**20 if mm[1] else None)} |")
+        print(f"| {r['model']} | {r['precision']} | {r['world']} | {r['mode']} | {fmt_count(mi)} | {fmt_count(pi)} | "
+              f"{ratio} | {fmt_count(mm[0] / 2**20 if mm[0] else None)} | {fmt_count(mm[1] / 2**20 if mm[1] else None)} |")
         for impl in ("mgpu", "pytorch"):
             if "error" in r[impl]:
                 print(f"  {impl} error: {r[impl]['error'][:500]}")
-    # Multi-GPU rows: scaling against each side's own one-GPU row, and where mgpu's step time goes.
+    # Multi-GPU rows: scaling against each side's own one-GPU row, and where mgpu's DDP step goes.
     single = {(r["model"], r["precision"], impl): r[impl].get("images_per_second")
               for r in rows if r["world"] == 1 for impl in ("mgpu", "pytorch")}
     multi = [r for r in rows if r["world"] > 1]
     if multi:
-        print("\n| model | precision | GPUs | mgpu scaling | PyTorch scaling | mgpu step ms | forward | backward "
+        print("\n| model | precision | GPUs | mode | mgpu scaling | PyTorch scaling | mgpu step ms | forward | backward "
               "| exposed comm | optimizer | input | exposed comm share |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in multi:
         m, key = r["mgpu"], (r["model"], r["precision"])
         eff = lambda impl: (f"{r[impl]['images_per_second'] / (r['world'] * single[key + (impl,)]):.0%}"
                             if r[impl].get("images_per_second") and single.get(key + (impl,)) else "-")
-        ph, step = m.get("device_seconds_per_step", {}), m.get("step_seconds")
+        ph, step = m.get("device_seconds_per_step", {}) if r["mode"] == "ddp" else {}, m.get("step_seconds")
         ms = lambda v: f"{v * 1e3:.2f}" if v is not None else "-"
         share = f"{ph['exposed_comm'] / step:.1%}" if step and "exposed_comm" in ph else "-"
-        print(f"| {r['model']} | {r['precision']} | {r['world']} | {eff('mgpu')} | {eff('pytorch')} | {ms(step)} | "
-              f"{ms(ph.get('forward'))} | {ms(ph.get('backward'))} | {ms(ph.get('exposed_comm'))} | "
+        print(f"| {r['model']} | {r['precision']} | {r['world']} | {r['mode']} | {eff('mgpu')} | {eff('pytorch')} | "
+              f"{ms(step)} | {ms(ph.get('forward'))} | {ms(ph.get('backward'))} | {ms(ph.get('exposed_comm'))} | "
               f"{ms(ph.get('optimizer'))} | {ms(ph.get('input'))} | {share} |")
 
     if sweep:
@@ -172,6 +211,7 @@ def main():
         print(f"| {r['model']} | {r['precision']} | {r['world']} | {r['bucket_cap_mb']:g} | {m.get('buckets', '-')} | "
               f"{m.get('images_per_second', 0):.0f} | {ms(m.get('step_seconds'))} | "
               f"{ms(m.get('device_seconds_per_step', {}).get('exposed_comm'))} |")
+
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,9 @@
 """PyTorch reference for bench/dp_bench.py: the classic MNIST experiment's recipe — LeNet-5,
-batch 32, Adam 1e-3, a DataLoader with 4 worker processes doing ToTensor + Normalize per
-sample — one epoch on one GPU or under nn.DataParallel over --gpus GPUs. Reads MNIST-format IDX
-files (gzip) from --data-dir. Prints one JSON line: epoch seconds and test accuracy.
+batch 32, Adam 1e-3, a DataLoader with --num-workers worker processes doing ToTensor + Normalize
+per sample — one epoch on one GPU, under nn.DataParallel over --gpus GPUs (the batch of 32 split
+among them), or with --ddp under DistributedDataParallel: --gpus processes over NCCL, each with a
+DistributedSampler and its own batch of 32. Reads MNIST-format IDX files (gzip) from --data-dir.
+Prints one JSON line: epoch seconds (rank 0, between barriers under DDP) and test accuracy.
 """
 import argparse
 import gzip
@@ -12,6 +14,8 @@ import time
 
 import numpy as np
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -48,26 +52,28 @@ class Images(torch.utils.data.Dataset):
         return (x - 0.1307) / 0.3081, int(self.labels[i])
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--data-dir", required=True)
-    parser.add_argument("--gpus", type=int, default=1, help="1: one GPU; more: nn.DataParallel")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--num-workers", type=int, default=4)
-    args = parser.parse_args()
+def train(rank, args, queue):
+    ddp = args.ddp and args.gpus > 1
+    if ddp:
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(args.port))
+        dist.init_process_group("nccl", rank=rank, world_size=args.gpus)
     torch.backends.cudnn.benchmark = True
-    train = Images(read_idx(find(args.data_dir, "train-images-idx3-ubyte")),
-                   read_idx(find(args.data_dir, "train-labels-idx1-ubyte")))
-    test_x = torch.from_numpy(read_idx(find(args.data_dir, "t10k-images-idx3-ubyte")).astype(np.float32) / 255.0)
-    test_y = torch.from_numpy(read_idx(find(args.data_dir, "t10k-labels-idx1-ubyte")).astype(np.int64))
-    loader = torch.utils.data.DataLoader(train, batch_size=args.batch_size, shuffle=True,
-                                         num_workers=args.num_workers, pin_memory=True,
+    torch.cuda.set_device(rank)
+    device = torch.device("cuda", rank)
+    train_set = Images(read_idx(find(args.data_dir, "train-images-idx3-ubyte")),
+                       read_idx(find(args.data_dir, "train-labels-idx1-ubyte")))
+    sampler = torch.utils.data.distributed.DistributedSampler(train_set, shuffle=True) if ddp else None
+    loader = torch.utils.data.DataLoader(train_set, batch_size=args.batch_size, shuffle=sampler is None,
+                                         sampler=sampler, num_workers=args.num_workers, pin_memory=True,
                                          persistent_workers=args.num_workers > 0)
-    device = torch.device("cuda", 0)
     model = LeNet().to(device)
-    if args.gpus > 1:
+    if ddp:
+        model = nn.parallel.DistributedDataParallel(model, device_ids=[rank])
+    elif args.gpus > 1:
         model = nn.DataParallel(model, device_ids=list(range(args.gpus)))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    if ddp:
+        dist.barrier()
     start = time.perf_counter()
     for x, y in loader:
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
@@ -76,14 +82,38 @@ def main():
         loss.backward()
         optimizer.step()
     torch.cuda.synchronize()
+    if ddp:
+        dist.barrier()
     seconds = time.perf_counter() - start
-    model.eval()
-    with torch.no_grad():
-        x = ((test_x - 0.1307) / 0.3081).unsqueeze(1).to(device)
-        accuracy = (model(x).argmax(1).cpu() == test_y).float().mean().item() * 100
-    print(json.dumps({"impl": "pytorch-dp" if args.gpus > 1 else "pytorch", "gpus": args.gpus,
-                      "epoch_seconds": seconds, "test_accuracy": accuracy,
-                      "batch_size": args.batch_size, "num_workers": args.num_workers}))
+    if rank == 0:
+        test_x = torch.from_numpy(read_idx(find(args.data_dir, "t10k-images-idx3-ubyte")).astype(np.float32) / 255.0)
+        test_y = torch.from_numpy(read_idx(find(args.data_dir, "t10k-labels-idx1-ubyte")).astype(np.int64))
+        model.eval()
+        with torch.no_grad():
+            x = ((test_x - 0.1307) / 0.3081).unsqueeze(1).to(device)
+            accuracy = (model(x).argmax(1).cpu() == test_y).float().mean().item() * 100
+        impl = "pytorch-ddp" if ddp else ("pytorch-dp" if args.gpus > 1 else "pytorch")
+        queue.put({"impl": impl, "gpus": args.gpus, "epoch_seconds": seconds, "test_accuracy": accuracy,
+                   "batch_size": args.batch_size, "num_workers": args.num_workers})
+    if ddp:
+        dist.destroy_process_group()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--gpus", type=int, default=1, help="1: one GPU; more: nn.DataParallel, or DDP with --ddp")
+    parser.add_argument("--ddp", action="store_true", help="one process per GPU, DistributedDataParallel over NCCL")
+    parser.add_argument("--batch-size", type=int, default=32, help="per process")
+    parser.add_argument("--num-workers", type=int, default=4)
+    parser.add_argument("--port", type=int, default=29541)
+    args = parser.parse_args()
+    queue = mp.get_context("spawn").Queue()
+    if args.ddp and args.gpus > 1:
+        mp.spawn(train, args=(args, queue), nprocs=args.gpus, join=True)
+    else:
+        train(0, args, queue)
+    print(json.dumps(queue.get()))
 
 
 if __name__ == "__main__":

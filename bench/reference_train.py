@@ -4,9 +4,10 @@ one process per GPU, NCCL), or with --data-parallel nn.DataParallel over --world
 process (the global batch, --batch x --world, scattered from cuda:0 every step). Prints one
 JSON line per run.
 
-The models are the CIFAR variants mgpu builds (ResNet-18 with a 3x3 stem and no max-pool,
-11,173,962 parameters; VGG-19 with batch norm and a 512->10 head, 20,040,522 parameters; LeNet-5),
-so the parameter counts are checked against mgpu's summary by the driver.
+The models are the variants mgpu builds (ResNet-18 with the CIFAR stem: a 3x3 conv and no
+max-pool, 11,173,962 parameters; VGG-19 with batch norm and a 512->10 head, 20,040,522; LeNet-5;
+ResNet-50 with the ImageNet stem at 224 px and a 10-class head, 23,528,522, torchvision's layout
+with the stride in the 3x3 conv), so the driver checks the parameter counts against mgpu's summary.
 """
 import argparse
 import json
@@ -54,6 +55,43 @@ class ResNet18(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
+class Bottleneck(nn.Module):
+    def __init__(self, cin, planes, stride):
+        super().__init__()
+        cout = planes * 4
+        self.conv1, self.bn1 = nn.Conv2d(cin, planes, 1, bias=False), nn.BatchNorm2d(planes)
+        self.conv2, self.bn2 = nn.Conv2d(planes, planes, 3, stride, 1, bias=False), nn.BatchNorm2d(planes)
+        self.conv3, self.bn3 = nn.Conv2d(planes, cout, 1, bias=False), nn.BatchNorm2d(cout)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = F.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        return F.relu(out + self.shortcut(x))
+
+
+class ResNet50(nn.Module):
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        layers, cin = [], 64
+        for planes, blocks, stride in [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]:
+            for b in range(blocks):
+                layers.append(Bottleneck(cin, planes, stride if b == 0 else 1))
+                cin = planes * 4
+        self.layers = nn.Sequential(*layers)
+        self.fc = nn.Linear(2048, classes)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 3, 2, 1)
+        x = self.layers(x)
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
 def vgg19_bn(classes=10):
     layers, cin = [], 3
     for v in [64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512, 512, "M", 512, 512, 512, 512, "M"]:
@@ -78,7 +116,11 @@ class LeNet(nn.Module):
 
 
 def build(name):
-    return {"resnet18": ResNet18, "vgg19": vgg19_bn, "lenet": LeNet}[name]()
+    return {"resnet18": ResNet18, "resnet50": ResNet50, "vgg19": vgg19_bn, "lenet": LeNet}[name]()
+
+
+# (channels, side) of the synthetic images each model is measured on.
+INPUT_SHAPE = {"lenet": (1, 28), "resnet50": (3, 224)}
 
 
 def run(rank, world, args, queue):
@@ -100,7 +142,7 @@ def run(rank, world, args, queue):
     elif world > 1:
         model = nn.parallel.DistributedDataParallel(model, device_ids=[rank])
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    channels, size = (1, 28) if args.model == "lenet" else (3, 32)
+    channels, size = INPUT_SHAPE.get(args.model, (3, 32))
     images = torch.randn(batch, channels, size, size, device=device)
     labels = torch.randint(0, 10, (batch,), device=device)
     amp_dtype = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(args.precision)
