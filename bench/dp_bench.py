@@ -35,15 +35,45 @@ from gpu_bench import free_port, measured_throughput  # noqa: E402
 ENV = dict(os.environ, NCCL_NVLS_ENABLE="0")
 
 
-def worker(args, out, flags):
-    """Runs mgpu-worker with `flags`; returns its summary.json, or an error dict."""
-    cmd = [os.path.join(args.build, "bin", "mgpu-worker"), "--progress", "lines", "--out", out] + flags
-    with open(out + ".log", "w") as log:
-        code = subprocess.run(cmd, env=ENV, stdout=log, stderr=subprocess.STDOUT).returncode
-    if code != 0:
-        return {"error": f"exit code {code}; see {out}.log"}
+def run_logged(args, cmd, log_path, cwd=None):
+    """Runs `cmd` with its output in `log_path`; returns None, or why it failed. A run past
+    --run-timeout is stopped: one pathological configuration must not take the whole budget."""
+    with open(log_path, "w") as log:
+        try:
+            code = subprocess.run(cmd, env=ENV, stdout=log, stderr=subprocess.STDOUT, cwd=cwd,
+                                  timeout=args.run_timeout).returncode
+        except subprocess.TimeoutExpired:
+            return f"stopped after --run-timeout {args.run_timeout} s; see {log_path}"
+    return f"exit code {code}; see {log_path}" if code else None
+
+
+def mgpu(args, out, flags, launcher=()):
+    """Runs mgpu-worker (or `launcher` + worker flags, e.g. mgpu run); returns its summary.json,
+    or {"failed": why}. (summary.json's own "error" field is empty on success.)"""
+    cmd = list(launcher or [os.path.join(args.build, "bin", "mgpu-worker")]) + ["--progress", "lines", "--out", out]
+    failed = run_logged(args, cmd + flags, out + ".log")
+    if failed:
+        return {"failed": failed}
     with open(os.path.join(out, "summary.json")) as f:
         return json.load(f)
+
+
+def python_reference(args, script, flags, log_path):
+    """Runs a PyTorch reference script; returns the last JSON object it printed, or {"failed": why}.
+    (Its log mixes stdout and stderr, and PyTorch may warn at exit after the result line.)"""
+    failed = run_logged(args, [sys.executable, os.path.join(HERE, script)] + flags, log_path, cwd=HERE)
+    if failed:
+        return {"failed": failed}
+    with open(log_path) as f:
+        for line in reversed(f.read().splitlines()):
+            if line.startswith("{"):
+                return json.loads(line)
+    return {"failed": f"no result line; see {log_path}"}
+
+
+def report(results, name, value):
+    results[name] = value
+    print(json.dumps({name: value}), flush=True)
 
 
 def dp_flags(args, impl):
@@ -61,19 +91,15 @@ def resnet(args):
     results = {}
     for name, flags in runs.items():
         out = os.path.join(args.out, "resnet18-" + name.replace(" ", "-").replace("(", "").replace(")", ""))
-        summary = worker(args, out, common + flags)
-        if "error" in summary:
-            results[name] = summary
-            continue
-        results[name] = {"images_per_second": measured_throughput(out, args.warmup, args.batch)[0],
-                         "peak_memory_bytes": summary.get("peak_memory_bytes"), "dp_timing": summary.get("dp_timing")}
+        summary = mgpu(args, out, common + flags)
+        report(results, name, summary if "failed" in summary else {
+            "images_per_second": measured_throughput(out, args.warmup, args.batch)[0],
+            "peak_memory_bytes": summary.get("peak_memory_bytes"), "dp_timing": summary.get("dp_timing")})
     for name, gpus in (("PyTorch 1 GPU", 1), ("PyTorch nn.DataParallel", args.gpus)):
-        cmd = [sys.executable, os.path.join(HERE, "reference_train.py"), "--model", "resnet18", "--precision", "fp32",
-               "--batch", str(args.batch // gpus), "--world", str(gpus), "--steps", str(args.steps),
-               "--warmup", str(args.warmup)] + (["--data-parallel"] if gpus > 1 else [])
-        done = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
-        results[name] = (json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0
-                         else {"error": done.stderr[-2000:]})
+        flags = ["--model", "resnet18", "--precision", "fp32", "--batch", str(args.batch // gpus), "--world", str(gpus),
+                 "--steps", str(args.steps), "--warmup", str(args.warmup)] + (["--data-parallel"] if gpus > 1 else [])
+        log_path = os.path.join(args.out, "resnet18-" + name.replace(" ", "-") + ".log")
+        report(results, name, python_reference(args, "reference_train.py", flags, log_path))
     return results
 
 
@@ -108,24 +134,15 @@ def lenet(args, loader_workers):
     results = {}
     for name, (launcher, flags) in runs.items():
         out = os.path.join(args.out, f"lenet-w{loader_workers}-" + name.replace(" ", "-"))
-        if launcher:
-            with open(out + ".log", "w") as log:
-                code = subprocess.run(launcher + common + flags + ["--progress", "lines", "--out", out], env=ENV,
-                                      stdout=log, stderr=subprocess.STDOUT).returncode
-            summary = {"error": f"exit code {code}; see {out}.log"} if code else json.load(
-                open(os.path.join(out, "summary.json")))
-        else:
-            summary = worker(args, out, common + flags)
-        results[name] = summary if "error" in summary else {
+        summary = mgpu(args, out, common + flags, launcher)
+        report(results, name, summary if "failed" in summary else {
             "epoch_seconds": summary["epochs_detail"][0]["seconds"], "test_accuracy": summary["test_accuracy"],
-            "dp_timing": summary.get("dp_timing")}
+            "dp_timing": summary.get("dp_timing")})
     for name, gpus, extra in (("PyTorch 1 GPU", 1, []), ("PyTorch nn.DataParallel", args.gpus, []),
                               ("PyTorch DDP", args.gpus, ["--ddp", "--port", str(free_port())])):
-        cmd = [sys.executable, os.path.join(HERE, "lenet_dp_reference.py"), "--data-dir", data, "--gpus", str(gpus),
-               "--num-workers", str(loader_workers)] + extra
-        done = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=HERE)
-        results[name] = (json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0
-                         else {"error": done.stderr[-2000:]})
+        flags = ["--data-dir", data, "--gpus", str(gpus), "--num-workers", str(loader_workers)] + extra
+        log_path = os.path.join(args.out, f"lenet-w{loader_workers}-" + name.replace(" ", "-").replace(".", "") + ".log")
+        report(results, name, python_reference(args, "lenet_dp_reference.py", flags, log_path))
     return results
 
 
@@ -144,6 +161,7 @@ def main():
     parser.add_argument("--loader-workers", type=int, default=4)
     parser.add_argument("--mnist-dir", default="")
     parser.add_argument("--lenet-workers", default="4", help="loader workers of the LeNet runs, e.g. 0,4")
+    parser.add_argument("--run-timeout", type=int, default=600, help="seconds one run may take before it is stopped")
     parser.add_argument("--only", choices=["resnet", "lenet"], default=None)
     args = parser.parse_args()
     if args.gpus < 2:
@@ -152,11 +170,9 @@ def main():
     results = {}
     if args.only in (None, "resnet"):
         results["resnet18"] = resnet(args)
-        print(json.dumps(results["resnet18"]), flush=True)
     if args.only in (None, "lenet"):
         for workers in args.lenet_workers.split(","):
             results[f"lenet-w{workers}"] = lenet(args, int(workers))
-            print(json.dumps(results[f"lenet-w{workers}"]), flush=True)
     meta = {"date": datetime.date.today().isoformat(), "host": platform.node(), "gpus": args.gpus,
             "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda": torch.version.cuda,
             "command": " ".join(sys.argv)}
@@ -172,7 +188,7 @@ def main():
         print("| --- | --- | --- | --- |")
         for name, v in ips.items():
             print(f"| {name} | {v:.0f} | {ratio(v, ips.get('mgpu 1 GPU'))} | {ratio(v, ips.get('PyTorch nn.DataParallel'))} |"
-                  if v else f"| {name} | error: {r[name].get('error', '')[:200]} | | |")
+                  if v else f"| {name} | failed: {r[name].get('failed', '')[:200]} | | |")
         print(f"\ntargets: mgpu dp / mgpu 1 GPU >= 1.7 ({ratio(ips.get('mgpu dp'), ips.get('mgpu 1 GPU'))}), "
               f"mgpu dp / nn.DataParallel >= 1.5 ({ratio(ips.get('mgpu dp'), ips.get('PyTorch nn.DataParallel'))})")
     for key in (k for k in results if k.startswith("lenet-w")):
@@ -185,7 +201,7 @@ def main():
         for name, v in sec.items():
             base = sec.get("mgpu 1 GPU" if name.startswith("mgpu") else "PyTorch 1 GPU")
             print(f"| {name} | {v:.2f} | {r[name].get('test_accuracy', 0):.2f} | {ratio(v, base)} |" if v
-                  else f"| {name} | error: {r[name].get('error', '')[:200]} | | |")
+                  else f"| {name} | failed: {r[name].get('failed', '')[:200]} | | |")
         print(f"\ntargets: mgpu dp / nn.DataParallel <= 0.3 ({ratio(sec.get('mgpu dp'), sec.get('PyTorch nn.DataParallel'))}), "
               f"mgpu dp / mgpu 1 GPU <= 1.2 ({ratio(sec.get('mgpu dp'), sec.get('mgpu 1 GPU'))}); "
               f"mgpu ddp / PyTorch DDP: {ratio(sec.get('mgpu ddp'), sec.get('PyTorch DDP'))}")

@@ -79,8 +79,16 @@ def mgpu_run(args, model, precision, world, out, extra_flags=(), mode="ddp"):
                        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         log = open(f"{out}.rank{rank}.log", "w")
         procs.append((subprocess.Popen(flags, env=env, stdout=log, stderr=subprocess.STDOUT), log))
-    codes = [p.wait() for p, _ in procs]
-    for _, log in procs:
+    codes = []
+    for p, _ in procs:
+        try:
+            codes.append(p.wait(timeout=args.run_timeout))
+        except subprocess.TimeoutExpired:  # one stuck configuration must not take the whole budget
+            for q, _ in procs:
+                q.kill()
+            codes.append(f"stopped after --run-timeout {args.run_timeout} s")
+    for p, log in procs:
+        p.wait()
         log.close()
     if any(codes):
         return {"impl": "mgpu", "error": f"exit codes {codes}; see {out}.rank*.log"}
@@ -98,7 +106,11 @@ def pytorch_run(args, model, precision, world, mode="ddp"):
     cmd = [sys.executable, os.path.join(HERE, "reference_train.py"), "--model", model, "--precision", precision,
            "--batch", str(args.batch), "--world", str(world), "--steps", str(args.steps), "--warmup",
            str(args.warmup), "--port", str(free_port())] + (["--data-parallel"] if mode == "dp" and world > 1 else [])
-    done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, NCCL_NVLS_ENABLE="0"))
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, NCCL_NVLS_ENABLE="0"),
+                              timeout=args.run_timeout)
+    except subprocess.TimeoutExpired:
+        return {"impl": "pytorch", "error": f"stopped after --run-timeout {args.run_timeout} s"}
     if done.returncode != 0:
         return {"impl": "pytorch", "error": done.stderr[-2000:]}
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -129,6 +141,7 @@ def main():
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--loader-workers", type=int, default=4)
+    parser.add_argument("--run-timeout", type=int, default=300, help="seconds one run may take before it is stopped")
     parser.add_argument("--ddp-only", action="store_true", help="no one-GPU rows (same as leaving 1 out of --worlds)")
     parser.add_argument("--bucket-caps", default="", help="e.g. 1,5,25,100: also sweep mgpu's --bucket-cap-mb "
                         "(MiB) on the DDP rows")
