@@ -18,6 +18,7 @@
 #include <torch/torch.h>
 
 #include "common/status.h"
+#include "ddp/collective_tracker.h"
 
 namespace mgpu {
 
@@ -55,6 +56,14 @@ class Communicator {
   // included), for backends that run them on a device stream (nccl); nullopt for the others.
   // Compared with the exposed communication time it tells how much of it backward hid.
   virtual std::optional<double> CompletedCollectiveSeconds() { return std::nullopt; }
+
+  // The oldest collective this rank has started and not yet seen complete ("all-reduce of
+  // bucket 2" and its age), or nullopt: where a stuck rank waits. Thread-safe.
+  std::optional<PendingCollective> OldestPendingCollective() const { return tracker_.Oldest(); }
+
+ protected:
+  // Implementations Begin() every collective and keep the token until they see it complete.
+  CollectiveTracker tracker_;
 };
 
 // "<what> on rank R (host H)" prefix for collective errors.

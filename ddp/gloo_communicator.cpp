@@ -14,12 +14,14 @@ namespace {
 
 class GlooWork : public CollectiveWork {
  public:
-  GlooWork(c10::intrusive_ptr<c10d::Work> work, std::string context, std::chrono::milliseconds timeout)
-      : work_(std::move(work)), context_(std::move(context)), timeout_(timeout) {}
+  GlooWork(c10::intrusive_ptr<c10d::Work> work, std::string context, std::chrono::milliseconds timeout,
+           CollectiveTracker::Token pending)
+      : work_(std::move(work)), context_(std::move(context)), timeout_(timeout), pending_(std::move(pending)) {}
 
   void Wait() override {
     try {
       work_->wait(timeout_);
+      pending_.Done();
     } catch (const c10::Error& e) {
       throw CollectiveError(fmt::format("{} failed (gloo, timeout {} s): {}", context_, timeout_.count() / 1000,
                                         e.what_without_backtrace()));
@@ -33,6 +35,7 @@ class GlooWork : public CollectiveWork {
   c10::intrusive_ptr<c10d::Work> work_;
   std::string context_;
   std::chrono::milliseconds timeout_;
+  CollectiveTracker::Token pending_;
 };
 
 class GlooCommunicator : public Communicator {
@@ -74,7 +77,8 @@ class GlooCommunicator : public Communicator {
   std::unique_ptr<CollectiveWork> Wrap(Launch launch, const std::string& what) {
     const std::string context = CollectiveContext(what, rank_);
     try {
-      return std::make_unique<GlooWork>(launch(), context, timeout_);
+      CollectiveTracker::Token pending = tracker_.Begin(what);
+      return std::make_unique<GlooWork>(launch(), context, timeout_, std::move(pending));
     } catch (const c10::Error& e) {
       throw CollectiveError(fmt::format("{} could not start (gloo): {}", context, e.what_without_backtrace()));
     }

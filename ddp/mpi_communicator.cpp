@@ -42,8 +42,9 @@ class MpiWork : public CollectiveWork {
  public:
   // `finish` runs once the request completes (e.g. copying a float staging buffer back).
   MpiWork(MPI_Request request, std::string context, std::chrono::milliseconds timeout,
-          std::function<void()> finish = {})
-      : request_(request), context_(std::move(context)), timeout_(timeout), finish_(std::move(finish)) {}
+          CollectiveTracker::Token pending, std::function<void()> finish = {})
+      : request_(request), context_(std::move(context)), timeout_(timeout), pending_(std::move(pending)),
+        finish_(std::move(finish)) {}
 
   void Wait() override {
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
@@ -63,6 +64,7 @@ class MpiWork : public CollectiveWork {
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(1000));
     }
+    pending_.Done();
     if (finish_) finish_();
   }
 
@@ -70,6 +72,7 @@ class MpiWork : public CollectiveWork {
   MPI_Request request_;
   std::string context_;
   std::chrono::milliseconds timeout_;
+  CollectiveTracker::Token pending_;
   std::function<void()> finish_;
 };
 
@@ -95,7 +98,8 @@ class MpiCommunicator : public Communicator {
     }
     std::function<void()> finish;
     if (!staging.is_same(tensor)) finish = [tensor, staging]() mutable { tensor.copy_(staging); };
-    return std::make_unique<MpiWork>(request, context, timeout_, std::move(finish));
+    return std::make_unique<MpiWork>(request, context, timeout_, tracker_.Begin("all-reduce of " + what),
+                                     std::move(finish));
   }
 
   std::unique_ptr<CollectiveWork> Broadcast(torch::Tensor tensor, int root, const std::string& what) override {
@@ -105,7 +109,7 @@ class MpiCommunicator : public Communicator {
     std::lock_guard<std::mutex> lock(MpiMutex());
     CheckMpi(MPI_Ibcast(tensor.data_ptr(), static_cast<int>(tensor.nbytes()), MPI_BYTE, root, MPI_COMM_WORLD, &request),
              context);
-    return std::make_unique<MpiWork>(request, context, timeout_);
+    return std::make_unique<MpiWork>(request, context, timeout_, tracker_.Begin("broadcast of " + what));
   }
 
   std::unique_ptr<CollectiveWork> AllGather(torch::Tensor output, torch::Tensor input, const std::string& what) override {
@@ -117,7 +121,7 @@ class MpiCommunicator : public Communicator {
     CheckMpi(MPI_Iallgather(input.data_ptr(), static_cast<int>(input.nbytes()), MPI_BYTE, output.data_ptr(),
                             static_cast<int>(input.nbytes()), MPI_BYTE, MPI_COMM_WORLD, &request),
              context);
-    return std::make_unique<MpiWork>(request, context, timeout_);
+    return std::make_unique<MpiWork>(request, context, timeout_, tracker_.Begin("all-gather of " + what));
   }
 
   void Barrier(const std::string& what) override {
@@ -127,7 +131,7 @@ class MpiCommunicator : public Communicator {
       std::lock_guard<std::mutex> lock(MpiMutex());
       CheckMpi(MPI_Ibarrier(MPI_COMM_WORLD, &request), context);
     }
-    MpiWork(request, context, timeout_).Wait();
+    MpiWork(request, context, timeout_, tracker_.Begin("barrier " + what)).Wait();
   }
 
  private:

@@ -118,8 +118,8 @@ class NcclCommunicator : public Communicator {
   int size() const override { return size_; }
 
   std::unique_ptr<CollectiveWork> AllReduceSum(torch::Tensor tensor, const std::string& what) override {
-    const std::string context = CollectiveContext("all-reduce of " + what, rank_);
-    return Launch(tensor, context, [&] {
+    const std::string label = "all-reduce of " + what, context = CollectiveContext(label, rank_);
+    return Launch(tensor, label, context, [&] {
       MGPU_NCCL_CHECK(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(tensor.numel()),
                                     NcclType(tensor.scalar_type(), context), ncclSum, comm_, stream_),
                       comm_);
@@ -127,17 +127,17 @@ class NcclCommunicator : public Communicator {
   }
 
   std::unique_ptr<CollectiveWork> Broadcast(torch::Tensor tensor, int root, const std::string& what) override {
-    const std::string context = CollectiveContext("broadcast of " + what, rank_);
-    return Launch(tensor, context, [&] {
+    const std::string label = "broadcast of " + what, context = CollectiveContext(label, rank_);
+    return Launch(tensor, label, context, [&] {
       MGPU_NCCL_CHECK(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.nbytes(), ncclUint8, root, comm_, stream_),
                       comm_);
     });
   }
 
   std::unique_ptr<CollectiveWork> AllGather(torch::Tensor output, torch::Tensor input, const std::string& what) override {
-    const std::string context = CollectiveContext("all-gather of " + what, rank_);
+    const std::string label = "all-gather of " + what, context = CollectiveContext(label, rank_);
     RecordOnCommStream(input);
-    return Launch(output, context, [&] {
+    return Launch(output, label, context, [&] {
       MGPU_NCCL_CHECK(ncclAllGather(input.data_ptr(), output.data_ptr(), input.nbytes(), ncclUint8, comm_, stream_), comm_);
     });
   }
@@ -169,10 +169,13 @@ class NcclCommunicator : public Communicator {
     SharedEvent done;
     std::string context;
     std::chrono::steady_clock::time_point deadline;
+    CollectiveTracker::Token outstanding;  // until the watchdog sees `done`
   };
 
   template <typename Call>
-  std::unique_ptr<CollectiveWork> Launch(const torch::Tensor& tensor, const std::string& context, Call call) {
+  // `label` names the collective ("all-reduce of bucket 2"), `context` adds the rank and host.
+  std::unique_ptr<CollectiveWork> Launch(const torch::Tensor& tensor, const std::string& label,
+                                         const std::string& context, Call call) {
     ThrowIfFailed();
     if (!tensor.is_cuda() || tensor.get_device() != device_ || !tensor.is_contiguous()) {
       throw CollectiveError(fmt::format("{}: the nccl backend takes contiguous tensors on cuda:{}", context, device_));
@@ -187,7 +190,8 @@ class NcclCommunicator : public Communicator {
     MGPU_CUDA_CHECK(cudaEventRecord(done.get(), stream_));
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      pending_.push_back(Pending{started, done, context, std::chrono::steady_clock::now() + timeout_});
+      pending_.push_back(Pending{started, done, context, std::chrono::steady_clock::now() + timeout_,
+                                 tracker_.Begin(label)});
     }
     return std::make_unique<NcclWork>(this, done);
   }

@@ -10,6 +10,7 @@ constexpr size_t kMaxDeviceBytes = 64;
 constexpr int kMaxCapabilities = 32;
 constexpr size_t kMaxCapabilityBytes = 64;
 constexpr size_t kMaxPhaseBytes = 128;
+constexpr size_t kMaxCollectiveBytes = 256;
 constexpr size_t kMaxErrorBytes = 64 * 1024;
 constexpr size_t kMaxLogTailBytes = 8 * 1024;
 
@@ -98,6 +99,9 @@ grpc::Status JobState::Register(const coordinator::RegisterRequest& request, coo
 grpc::Status JobState::Report(const coordinator::WorkerReport& report, int& stream_rank) {
   if (auto status = CheckRank(report.rank()); !status.ok()) return status;
   if (auto status = CheckLength(report.phase(), kMaxPhaseBytes, "phase"); !status.ok()) return status;
+  if (auto status = CheckLength(report.pending_collective(), kMaxCollectiveBytes, "pending_collective"); !status.ok()) {
+    return status;
+  }
   if (stream_rank >= 0 && report.rank() != stream_rank) {
     return Invalid(fmt::format("this stream reports for rank {}, not rank {}", stream_rank, report.rank()));
   }
@@ -113,6 +117,8 @@ grpc::Status JobState::Report(const coordinator::WorkerReport& report, int& stre
   view.epoch = report.epoch();
   view.phase = report.phase();
   view.seconds_since_progress = report.seconds_since_progress();
+  view.pending_collective = report.pending_collective();
+  view.pending_collective_seconds = report.pending_collective_seconds();
   if (report.has_metrics()) view.metrics = report.metrics();
   return grpc::Status::OK;
 }

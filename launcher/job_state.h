@@ -33,6 +33,8 @@ struct RankView {
   int64_t epoch = 0;
   std::string phase = "starting";
   double seconds_since_progress = 0;     // as of last_heard
+  std::string pending_collective;        // the oldest collective not yet complete, "" when none
+  double pending_collective_seconds = 0; // its age, as of last_heard
   std::optional<coordinator::StepMetrics> metrics;  // the latest metrics row
   bool finished = false;                 // the worker called Finish
   coordinator::FinishRequest finish;

@@ -174,7 +174,12 @@ std::string LastLines(const std::string& text, int count) {
 }
 
 std::string Where(const RankView& view) {
-  return fmt::format("step {}, epoch {}, {}", view.step, view.epoch, view.phase);
+  std::string where = fmt::format("step {}, epoch {}, {}", view.step, view.epoch, view.phase);
+  if (!view.pending_collective.empty()) {
+    const double waited = view.pending_collective_seconds + SecondsBetween(view.last_heard, SteadyClock::now());
+    where += fmt::format(", waiting in {} for {:.1f} s", view.pending_collective, waited);
+  }
+  return where;
 }
 
 // The earliest failure among the ranks: an exit with a code or signal, or a reported error.
@@ -216,7 +221,7 @@ std::optional<JobFailure> FirstFailure(const std::vector<RankView>& ranks) {
 
 // Ranks that stopped making progress: never registered, silent, or training without a step,
 // for longer than the timeout. Returns the report, with the rank that stalled first (lowest
-// step, then longest stall) as the root cause.
+// step, then not waiting in a collective, then longest stall) as the root cause.
 std::optional<JobFailure> HungRanks(const std::vector<RankView>& ranks, double timeout, SteadyClock::time_point started,
                                     const std::string& log_dir) {
   const auto now = SteadyClock::now();
@@ -243,8 +248,12 @@ std::optional<JobFailure> HungRanks(const std::vector<RankView>& ranks, double t
     if (stalled > timeout) stuck.emplace_back(&view, stalled);
   }
   if (stuck.empty()) return std::nullopt;
+  // At the same step, a rank waiting in a collective is waiting for one that is not: that one is
+  // the cause.
   std::sort(stuck.begin(), stuck.end(), [](const auto& a, const auto& b) {
-    return a.first->step != b.first->step ? a.first->step < b.first->step : a.second > b.second;
+    if (a.first->step != b.first->step) return a.first->step < b.first->step;
+    const bool a_waits = !a.first->pending_collective.empty(), b_waits = !b.first->pending_collective.empty();
+    return a_waits != b_waits ? b_waits : a.second > b.second;
   });
   const RankView& root = *stuck.front().first;
   JobFailure f;

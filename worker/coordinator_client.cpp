@@ -131,6 +131,10 @@ void CoordinatorClient::HeartbeatLoop(int interval_ms) {
     report.set_epoch(snapshot.epoch);
     report.set_phase(snapshot.phase);
     report.set_seconds_since_progress(snapshot.seconds_since_progress);
+    if (snapshot.collective) {
+      report.set_pending_collective(snapshot.collective->what.substr(0, 256));
+      report.set_pending_collective_seconds(snapshot.collective->seconds);
+    }
     if (snapshot.metrics) *report.mutable_metrics() = ToProto(*snapshot.metrics);
     // A failed write means the coordinator is gone; the launcher's death ends this process
     // anyway (its parent-death signal), so training goes on until then.

@@ -338,6 +338,9 @@ std::vector<OptionSpec> BuildOptions() {
   o.push_back(IntOption("test-hang-at-step", {}, &TrainConfig::test_hang_at_step, 0,
                         "test only: hang after this optimizer step, to test `mgpu run`'s hang detection "
                         "(0: never)"));
+  o.push_back(IntOption("test-hang-rank", {}, &TrainConfig::test_hang_rank, -1,
+                        "test only: with --test-hang-at-step, only this rank hangs; the others go on "
+                        "until they wait for it in a collective (-1: every rank)"));
   return o;
 }
 

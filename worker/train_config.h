@@ -108,9 +108,10 @@ struct TrainConfig {
   int64_t log_every = 50;   // optimizer steps between metrics.csv rows
   std::string progress = "auto";  // auto: a bar on a terminal, plain lines otherwise
 
-  // Test only: the training thread hangs after this optimizer step (0: never), so the
-  // launcher's hang detection can be tested.
+  // Test only: the training thread hangs after this optimizer step (0: never), on rank
+  // test_hang_rank only (-1: every rank), so the launcher's hang detection can be tested.
   int64_t test_hang_at_step = 0;
+  int64_t test_hang_rank = -1;
 };
 
 struct OptionSpec {

@@ -221,6 +221,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   // Each optimizer step consumes the global batch: per rank, grad_accum micro-batches.
   const int64_t micro_batch = config.batch_size / world.world_size / config.grad_accum;
   RankGroup ranks(communicator, device);
+  const CollectiveWatch collective_watch(communicator);  // heartbeats name a collective this rank waits in
   if (config.threads > 0) torch::set_num_threads(static_cast<int>(config.threads));
   const Precision precision = ParsePrecision(config.precision);
   ApplyPrecisionMathMode(precision);
@@ -485,7 +486,9 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
       ++epoch_steps;
       ++window_steps;
       WorkerStatus::Current().SetStep(step, epoch);
-      if (step == config.test_hang_at_step) HangForTest(log, step);
+      if (step == config.test_hang_at_step && (config.test_hang_rank < 0 || config.test_hang_rank == world.rank)) {
+        HangForTest(log, step);
+      }
 
       if (step % config.log_every == 0 || epoch_steps == steps_per_epoch) {
         last_loss = loss.item<double>();  // synchronizes with the device: only at log points

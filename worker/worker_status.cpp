@@ -28,6 +28,11 @@ void WorkerStatus::PublishMetrics(const StepMetrics& metrics) {
   metrics_sent_ = false;
 }
 
+void WorkerStatus::WatchCollectives(const Communicator* communicator) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  communicator_ = communicator;
+}
+
 WorkerStatus::Snapshot WorkerStatus::Take() {
   std::lock_guard<std::mutex> lock(mutex_);
   Snapshot snapshot;
@@ -36,6 +41,7 @@ WorkerStatus::Snapshot WorkerStatus::Take() {
   snapshot.phase = phase_;
   snapshot.seconds_since_progress = std::chrono::duration<double>(Clock::now() - progress_at_).count();
   if (!metrics_sent_) snapshot.metrics = metrics_;
+  if (communicator_ != nullptr) snapshot.collective = communicator_->OldestPendingCollective();
   metrics_sent_ = true;
   return snapshot;
 }

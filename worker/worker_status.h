@@ -12,6 +12,7 @@
 
 #include <spdlog/logger.h>
 
+#include "ddp/communicator.h"
 #include "worker/run_outputs.h"
 
 namespace mgpu {
@@ -26,6 +27,9 @@ class WorkerStatus {
   void SetStep(int64_t step, int64_t epoch);
   // A metrics row, sent with the next heartbeat.
   void PublishMetrics(const StepMetrics& metrics);
+  // Heartbeats report `communicator`'s oldest outstanding collective from now on; nullptr stops
+  // that. The communicator must outlive the registration (see CollectiveWatch).
+  void WatchCollectives(const Communicator* communicator);
 
   struct Snapshot {
     int64_t step = 0;
@@ -33,6 +37,7 @@ class WorkerStatus {
     std::string phase;
     double seconds_since_progress = 0;     // since the step or the phase last changed
     std::optional<StepMetrics> metrics;    // a row not handed out before
+    std::optional<PendingCollective> collective;  // the oldest collective not yet complete
   };
   // The current state; hands out a new metrics row only once.
   Snapshot Take();
@@ -46,6 +51,16 @@ class WorkerStatus {
   Clock::time_point progress_at_ = Clock::now();
   std::optional<StepMetrics> metrics_;
   bool metrics_sent_ = true;
+  const Communicator* communicator_ = nullptr;
+};
+
+// Watches a communicator's collectives for the heartbeats while in scope.
+class CollectiveWatch {
+ public:
+  explicit CollectiveWatch(const Communicator* communicator) { WorkerStatus::Current().WatchCollectives(communicator); }
+  ~CollectiveWatch() { WorkerStatus::Current().WatchCollectives(nullptr); }
+  CollectiveWatch(const CollectiveWatch&) = delete;
+  CollectiveWatch& operator=(const CollectiveWatch&) = delete;
 };
 
 // --test-hang-at-step (test only): the training thread stops for good at `step`, as a rank stuck

@@ -1,6 +1,7 @@
 // `mgpu run` end to end on the CPU (gloo): it trains and reports every rank; the first failure
 // stops the job naming its rank with no worker left behind, or restarts the group with
-// --max-restarts; a hung rank is reported within the heartbeat timeout; a taken port and a bad configuration fail before any worker starts; two
+// --max-restarts; a hung rank is reported within the heartbeat timeout, with the collective the
+// other ranks wait in; a taken port and a bad configuration fail before any worker starts; two
 // launchers (--nnodes 2) run one 4-rank job.
 #include <gtest/gtest.h>
 
@@ -195,6 +196,20 @@ TEST_F(RunCli, AHungWorkerIsReportedWithinTheHeartbeatTimeout) {
   const nlohmann::json summary = ReadSummary(out_ / "hung");
   EXPECT_EQ(summary["launcher"]["root_cause"]["kind"], "hung");
   EXPECT_EQ(summary["launcher"]["root_cause"]["step"], 3);
+}
+
+TEST_F(RunCli, AHangReportNamesTheCollectiveTheOtherRanksWaitIn) {
+  // Rank 1 stops after step 3; rank 0 goes on to step 4's gradient all-reduce and waits there.
+  CommandResult result = RunCommand(Command("waiting", {"--nproc-per-node", "2", "--heartbeat-timeout", "3"},
+                                            {"--epochs", "100000", "--test-hang-at-step", "3", "--test-hang-rank", "1"}));
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_TRUE(std::regex_search(result.output, std::regex(R"(rank 0 \([^)]*\): step 3, epoch 0, training, )"
+                                                          R"(waiting in all-reduce of gradient bucket \d+)")))
+      << "rank 0 must say which collective it waits in: " << result.output;
+  EXPECT_NE(result.output.find("rank 1 ("), std::string::npos) << result.output;
+  const nlohmann::json summary = ReadSummary(out_ / "waiting");
+  EXPECT_EQ(summary["launcher"]["root_cause"]["kind"], "hung");
+  EXPECT_EQ(summary["launcher"]["root_cause"]["rank"], 1) << "the rank the others wait for is the cause";
 }
 
 TEST_F(RunCli, ATakenMasterPortIsAClearErrorBeforeAnyWorkerStarts) {

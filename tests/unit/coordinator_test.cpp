@@ -127,6 +127,26 @@ TEST_F(CoordinatorService, AReportStreamSpeaksForOneRegisteredRank) {
   EXPECT_EQ(state_.Ranks()[2].phase, "training");
 }
 
+TEST_F(CoordinatorService, AReportCarriesTheCollectiveARankWaitsInWithinItsSizeBound) {
+  ASSERT_TRUE(Register(Worker(1, 601), "s3cret").ok());
+  grpc::ClientContext context;
+  AddToken(context, "s3cret");
+  coordinator::ReportReply reply;
+  auto writer = stub_->Report(&context, &reply);
+  coordinator::WorkerReport report;
+  report.set_rank(1);
+  report.set_phase("training");
+  report.set_pending_collective("all-reduce of gradient bucket 2 of 4 (1048576 bytes)");
+  report.set_pending_collective_seconds(12.5);
+  ASSERT_TRUE(writer->Write(report));
+  report.set_pending_collective(std::string(257, 'c'));
+  writer->Write(report);
+  writer->WritesDone();
+  EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT) << "at most 256 bytes";
+  EXPECT_EQ(state_.Ranks()[1].pending_collective, "all-reduce of gradient bucket 2 of 4 (1048576 bytes)");
+  EXPECT_EQ(state_.Ranks()[1].pending_collective_seconds, 12.5);
+}
+
 EnvLookup NoEnvironment() {
   return [](const char*) -> const char* { return nullptr; };
 }
