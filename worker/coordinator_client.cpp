@@ -58,6 +58,7 @@ std::unique_ptr<CoordinatorClient> CoordinatorClient::FromEnvironment(const EnvL
 CoordinatorClient::CoordinatorClient(const std::string& address, std::string token, const std::string& tls_ca_file)
     : address_(address),
       token_(std::move(token)),
+      tls_(!tls_ca_file.empty()),
       stub_(coordinator::Coordinator::NewStub(MakeCoordinatorChannel(address, tls_ca_file))) {}
 
 CoordinatorClient::~CoordinatorClient() {
@@ -96,8 +97,16 @@ coordinator::Assignment CoordinatorClient::Register(const WorldInfo& world, cons
                                   status.error_code() == grpc::StatusCode::ALREADY_EXISTS
                               ? ExitCode::kBadInput
                               : ExitCode::kFailure;
-    throw Error(code, fmt::format("the coordinator at {} (MGPU_COORDINATOR) refused rank {}: {}", address_,
-                                  world.rank, status.error_message()));
+    const bool unreachable = status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+                             status.error_code() == grpc::StatusCode::UNAVAILABLE;
+    const std::string hint =
+        !unreachable ? ""
+        : tls_ ? "; over TLS this is what an untrusted certificate looks like: MGPU_TLS_CA (the launcher's "
+                 "--tls-ca) must be the CA that signed the coordinator's --tls-cert, and the certificate must "
+                 "name the address (subjectAltName)"
+               : "; is the launcher still running, and is the address reachable from this host?";
+    throw Error(code, fmt::format("the coordinator at {} (MGPU_COORDINATOR) refused rank {}: {}{}", address_,
+                                  world.rank, status.error_message(), hint));
   }
   if (assignment.rank() != world.rank || assignment.world_size() != world.world_size) {
     throw Error(ExitCode::kFailure,

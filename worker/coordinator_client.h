@@ -54,6 +54,7 @@ class CoordinatorClient {
 
   std::string address_;
   std::string token_;
+  bool tls_ = false;
   std::unique_ptr<coordinator::Coordinator::Stub> stub_;
   int rank_ = -1;
   std::thread heartbeat_;

@@ -1,8 +1,9 @@
 // `mgpu run` end to end on the CPU (gloo): it trains and reports every rank; the first failure
 // stops the job naming its rank with no worker left behind, or restarts the group with
 // --max-restarts; a hung rank is reported within the heartbeat timeout, with the collective the
-// other ranks wait in; a taken port and a bad configuration fail before any worker starts; two
-// launchers (--nnodes 2) run one 4-rank job.
+// other ranks wait in; the coordinator serves over TLS and an untrusted certificate is a clear
+// error; a taken port and a bad configuration fail before any worker starts; two launchers
+// (--nnodes 2) run one 4-rank job.
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
@@ -210,6 +211,35 @@ TEST_F(RunCli, AHangReportNamesTheCollectiveTheOtherRanksWaitIn) {
   const nlohmann::json summary = ReadSummary(out_ / "waiting");
   EXPECT_EQ(summary["launcher"]["root_cause"]["kind"], "hung");
   EXPECT_EQ(summary["launcher"]["root_cause"]["rank"], 1) << "the rank the others wait for is the cause";
+}
+
+// A self-signed certificate for 127.0.0.1 (its own CA), made with the openssl tool (scripts/setup.sh
+// installs it): DIR/NAME.pem and DIR/NAME.key.
+CommandResult MakeCertificate(const std::string& dir, const std::string& name) {
+  return RunCommand({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=mgpu-test",
+                     "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", dir + "/" + name + ".key",
+                     "-out", dir + "/" + name + ".pem"});
+}
+
+TEST_F(RunCli, ServesTheCoordinatorOverTlsAndWorkersThatDoNotTrustItSayWhy) {
+  TempDir certs;
+  const std::string dir = certs.path();
+  for (const char* name : {"coordinator", "stranger"}) {
+    const CommandResult made = MakeCertificate(dir, name);
+    ASSERT_EQ(made.exit_code, 0) << "openssl (scripts/setup.sh installs it): " << made.output;
+  }
+  const std::vector<std::string> tls = {"--tls-cert", dir + "/coordinator.pem", "--tls-key", dir + "/coordinator.key"};
+  std::vector<std::string> trusted = {"--nproc-per-node", "2", "--tls-ca", dir + "/coordinator.pem"};
+  trusted.insert(trusted.end(), tls.begin(), tls.end());
+  const CommandResult ok = RunCommand(Command("tls", trusted, {"--max-steps", "3"}));
+  ASSERT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_EQ(ReadSummary(out_ / "tls")["launcher"]["world_size"], 2);
+
+  std::vector<std::string> untrusted = {"--nproc-per-node", "1", "--tls-ca", dir + "/stranger.pem"};
+  untrusted.insert(untrusted.end(), tls.begin(), tls.end());
+  const CommandResult refused = RunCommand(Command("untrusted", untrusted, {"--max-steps", "3"}));
+  EXPECT_NE(refused.exit_code, 0) << refused.output;
+  EXPECT_NE(refused.output.find("--tls-ca"), std::string::npos) << "the error must point at the CA: " << refused.output;
 }
 
 TEST_F(RunCli, ATakenMasterPortIsAClearErrorBeforeAnyWorkerStarts) {
