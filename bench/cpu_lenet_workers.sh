@@ -4,11 +4,15 @@
 # PyTorch + torchvision (DataLoader worker processes, PIL transforms) in one invocation. Builds
 # and downloads nothing: give it a built tree and run bench/setup_bench_env.sh once before.
 #   bash bench/cpu_lenet_workers.sh [BUILD_DIR] [REPEATS]
+# WORKERS (default "0 2 4") and SEEDS (default 42) pick the rows; with several seeds the script
+# ends with each side's mean accuracy, which one seed cannot show (one epoch of LeNet moves by
+# about a point between seeds).
 set -euo pipefail
 BUILD_DIR=${1:-build}
 REPEATS=${2:-1}
 THREADS=${THREADS:-2}
 WORKERS=${WORKERS:-"0 2 4"}
+SEEDS=${SEEDS:-42}
 DATA=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$BUILD_DIR/.setup.env"
@@ -24,17 +28,23 @@ echo "machine: $(uname -n), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinf
 echo "date: $(date -u +%Y-%m-%d), intra-op threads $THREADS, batch 32, Adam lr 0.001, 1 epoch, repeats $REPEATS"
 echo "$("$PY" -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)')"
 echo
-echo "| workers | repeat | mgpu epoch s | mgpu data wait s | mgpu accuracy % | PyTorch epoch s | PyTorch accuracy % | mgpu / PyTorch |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| workers | seed | repeat | mgpu epoch s | mgpu data wait s | mgpu accuracy % | PyTorch epoch s | PyTorch accuracy % | mgpu / PyTorch |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+m_total=0; t_total=0; runs=0
 for w in $WORKERS; do
+  for seed in $SEEDS; do
   for r in $(seq 1 "$REPEATS"); do
-    "$BUILD_DIR/bin/mgpu-worker" --model lenet --dataset fashion-mnist --data-dir "$DATA" --device cpu \
+    "$BUILD_DIR/bin/mgpu-worker" --seed "$seed" --model lenet --dataset fashion-mnist --data-dir "$DATA" --device cpu \
       --threads "$THREADS" --batch-size 32 --epochs 1 --optimizer adam --lr 0.001 --augment affine \
       --num-workers "$w" --progress lines --out "$out/mgpu-$w-$r" > "$out/mgpu-$w-$r.log" 2>&1
     read -r m_sec m_wait m_acc < <("$PY" -c "import json,sys; s=json.load(open(sys.argv[1])); e=s['epochs_detail'][0]; print(e['seconds'], e['data_wait_seconds'], s['test_accuracy'])" "$out/mgpu-$w-$r/summary.json")
-    read -r t_sec t_acc < <("$PY" "$here/lenet_workers_reference.py" --data-dir "$DATA" --threads "$THREADS" \
+    read -r t_sec t_acc < <("$PY" "$here/lenet_workers_reference.py" --seed "$seed" --data-dir "$DATA" --threads "$THREADS" \
       --num-workers "$w" 2> "$out/torch-$w-$r.err" | "$PY" -c "import json,sys; r=json.loads(sys.stdin.read()); print(r['epoch_seconds'], r['test_accuracy'])")
-    printf '| %d | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n' "$w" "$r" "$m_sec" "$m_wait" "$m_acc" "$t_sec" \
-      "$t_acc" "$(echo "$m_sec / $t_sec" | bc -l)"
+    printf '| %d | %d | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n' "$w" "$seed" "$r" "$m_sec" "$m_wait" "$m_acc" \
+      "$t_sec" "$t_acc" "$(echo "$m_sec / $t_sec" | bc -l)"
+    m_total=$(echo "$m_total + $m_acc" | bc -l); t_total=$(echo "$t_total + $t_acc" | bc -l); runs=$((runs + 1))
+  done
   done
 done
+printf '\nmean test accuracy over %d runs: mgpu %.2f %%, PyTorch %.2f %% (difference %.2f points)\n' "$runs" \
+  "$(echo "$m_total / $runs" | bc -l)" "$(echo "$t_total / $runs" | bc -l)" "$(echo "($m_total - $t_total) / $runs" | bc -l)"
