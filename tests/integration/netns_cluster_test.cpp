@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -213,6 +214,8 @@ TEST_F(NetnsCluster, CuttingOneHostsNetworkStopsEveryLauncherNamingTheLostNode) 
   BackgroundCommand node0(Node(0, "cut", worker));
   ASSERT_TRUE(WaitFor([&] { return LineCount(out_ / "cut/metrics.csv") > 3; }, 60))
       << "the two-host job did not start training";
+  // Heartbeats come once a second: let both ranks report training steps before the cut.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
   CommandResult cut = hosts_->Cut(1);
   ASSERT_EQ(cut.exit_code, 0) << cut.output;
   const auto cut_at = Clock::now();
@@ -228,6 +231,14 @@ TEST_F(NetnsCluster, CuttingOneHostsNetworkStopsEveryLauncherNamingTheLostNode) 
   wait1.join();
 
   const double limit = kHeartbeatTimeout + kStopGrace + 3;  // 3 s for polling and reporting
+  for (int node = 0; node < 2; ++node) {
+    std::fprintf(stderr, "node %d exited %d, %.1f s after the cut; its launcher's lines:\n", node,
+                 results[node].exit_code, seconds[node]);
+    std::istringstream lines(results[node].output);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("mgpu run:", 0) == 0) std::fprintf(stderr, "  %s\n", line.c_str());
+    }
+  }
   for (int node = 0; node < 2; ++node) {
     EXPECT_NE(results[node].exit_code, 0) << "node " << node << ":\n" << results[node].output;
     EXPECT_LT(seconds[node], limit) << "node " << node << " took " << seconds[node] << " s after the cut:\n"
