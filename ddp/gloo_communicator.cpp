@@ -93,11 +93,16 @@ class GlooCommunicator : public Communicator {
 }  // namespace
 
 std::unique_ptr<Communicator> MakeGlooCommunicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                                   const std::string& interface_host,
+                                                   const GlooInterface& interface,
                                                    std::chrono::milliseconds timeout) {
   try {
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(interface_host));
+    for (const std::string& name : interface.interface_names) {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+    }
+    if (interface.interface_names.empty()) {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(interface.bind_address));
+    }
     c10::intrusive_ptr<c10d::Backend> backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
     return std::make_unique<GlooCommunicator>(std::move(backend), rank, size, timeout);
   } catch (const c10::Error& e) {

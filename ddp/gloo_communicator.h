@@ -7,14 +7,15 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "ddp/communicator.h"
+#include "ddp/gloo_interface.h"
 
 namespace mgpu {
 
-// Connects to the other ranks through `store` (every rank must call this). `interface_host`
-// is the address this rank's Gloo device binds to (the master address's interface works on one
-// host). Throws CollectiveError if the group cannot form within `timeout`.
+// Connects to the other ranks through `store` (every rank must call this), with one Gloo device
+// per named interface, or one bound to `interface.bind_address` (ddp/gloo_interface.h chooses).
+// Throws CollectiveError if the group cannot form within `timeout`.
 std::unique_ptr<Communicator> MakeGlooCommunicator(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                   int size, const std::string& interface_host,
+                                                   int size, const GlooInterface& interface,
                                                    std::chrono::milliseconds timeout);
 
 }  // namespace mgpu

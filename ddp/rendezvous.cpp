@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "ddp/gloo_communicator.h"
+#include "ddp/gloo_interface.h"
 #include "ddp/mpi_communicator.h"
 #ifdef MGPU_WITH_NCCL
 #include "ddp/nccl_communicator.h"
@@ -21,10 +22,6 @@ std::string ThisHost() {
   char host[256] = "localhost";
   ::gethostname(host, sizeof(host) - 1);
   return host;
-}
-
-bool IsLoopback(const std::string& address) {
-  return address == "localhost" || address.rfind("127.", 0) == 0 || address == "::1";
 }
 
 // Opens the store: rank 0 serves, the others connect. With `wait_for_workers`, rank 0's call
@@ -112,9 +109,9 @@ RendezvousResult Rendezvous(const WorldInfo& world, const std::string& backend, 
   auto store = mpirun ? OpenStoreOverMpi(world, timeout, host, port)
                       : OpenStore(host, port, world, /*wait_for_workers=*/true, timeout);
   if (backend == "gloo") {
-    const std::string bind = IsLoopback(host) ? "127.0.0.1" : ThisHost();
-    result.communicator = MakeGlooCommunicator(store, world.rank, world.world_size, bind, timeout);
-    result.description = fmt::format("gloo over a TCPStore at {}:{}", host, port);
+    const GlooInterface interface = ChooseGlooInterface(host, ProcessEnvironment());
+    result.communicator = MakeGlooCommunicator(store, world.rank, world.world_size, interface, timeout);
+    result.description = fmt::format("gloo over a TCPStore at {}:{} ({})", host, port, interface.Describe());
     return result;
   }
 #ifdef MGPU_WITH_NCCL

@@ -35,6 +35,8 @@ JobState::JobState(int world_size, int local_world_size, coordinator::Assignment
   const int nodes = (world_size + local_world_size - 1) / local_world_size;
   node_joined_.assign(static_cast<size_t>(nodes), false);
   node_told_to_stop_.assign(static_cast<size_t>(nodes), false);
+  node_host_.assign(static_cast<size_t>(nodes), "");
+  node_last_heard_.assign(static_cast<size_t>(nodes), SteadyClock::time_point{});
   StartAttempt(0);
 }
 
@@ -156,6 +158,8 @@ grpc::Status JobState::JoinNode(const coordinator::JoinNodeRequest& request, coo
                         fmt::format("node {} has joined already; each --node-rank joins once", request.node_rank()));
   }
   node_joined_[static_cast<size_t>(request.node_rank())] = true;
+  node_host_[static_cast<size_t>(request.node_rank())] = request.host();
+  node_last_heard_[static_cast<size_t>(request.node_rank())] = SteadyClock::now();
   reply->set_world_size(world_size_);
   reply->set_run_folder(assignment_.run_folder());
   reply->set_report_interval_ms(assignment_.heartbeat_interval_ms());
@@ -183,6 +187,7 @@ grpc::Status JobState::NodeReport(const coordinator::NodeReportRequest& request,
   }
   for (const coordinator::WorkerExit& exit : request.exits()) RecordExit(exit);
   std::lock_guard<std::mutex> lock(mutex_);
+  node_last_heard_[static_cast<size_t>(request.node_rank())] = SteadyClock::now();
   reply->set_stop(job_over_);
   reply->set_exit_code(job_exit_code_);
   reply->set_reason(job_end_reason_);
@@ -205,10 +210,12 @@ void JobState::EndJob(int exit_code, const std::string& reason) {
   job_end_reason_ = reason;
 }
 
-bool JobState::NodesToldToStop() const {
+bool JobState::NodesToldToStop(SteadyClock::duration max_silence) const {
   std::lock_guard<std::mutex> lock(mutex_);
+  const auto now = SteadyClock::now();
   for (size_t node = 1; node < node_joined_.size(); ++node) {
-    if (node_joined_[node] && !node_told_to_stop_[node]) return false;
+    const bool lost = now - node_last_heard_[node] > max_silence;
+    if (node_joined_[node] && !node_told_to_stop_[node] && !lost) return false;
   }
   return true;
 }
@@ -216,6 +223,15 @@ bool JobState::NodesToldToStop() const {
 std::vector<RankView> JobState::Ranks() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return ranks_;
+}
+
+std::vector<NodeView> JobState::Nodes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<NodeView> nodes;
+  for (size_t node = 1; node < node_joined_.size(); ++node) {
+    nodes.push_back(NodeView{static_cast<int>(node), node_joined_[node], node_host_[node], node_last_heard_[node]});
+  }
+  return nodes;
 }
 
 }  // namespace mgpu

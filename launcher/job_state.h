@@ -43,6 +43,14 @@ struct RankView {
   coordinator::WorkerExit exit;
 };
 
+// A node other than 0, as its launcher's JoinNode and NodeReport calls show it.
+struct NodeView {
+  int node_rank = 0;
+  bool joined = false;
+  std::string host;
+  SteadyClock::time_point last_heard{};  // its join or latest report
+};
+
 class JobState {
  public:
   // `assignment` is the template every rank's assignment is made from (rank filled in).
@@ -66,10 +74,13 @@ class JobState {
   void RecordExit(const coordinator::WorkerExit& exit);
   // The job is over: nodes are told to stop with this exit code and reason.
   void EndJob(int exit_code, const std::string& reason);
-  // Whether every joined node has been told that the job ended.
-  bool NodesToldToStop() const;
+  // Whether every joined node heard from within `max_silence` has been told that the job ended
+  // (a lost node never asks again; waiting for it would only delay the exit).
+  bool NodesToldToStop(SteadyClock::duration max_silence) const;
 
   std::vector<RankView> Ranks() const;
+  // Nodes 1 to nnodes - 1 (node 0 is this launcher).
+  std::vector<NodeView> Nodes() const;
   int world_size() const { return world_size_; }
 
  private:
@@ -81,6 +92,8 @@ class JobState {
   coordinator::Assignment assignment_;
   std::vector<RankView> ranks_;
   std::vector<bool> node_joined_;
+  std::vector<std::string> node_host_;
+  std::vector<SteadyClock::time_point> node_last_heard_;
   std::vector<bool> node_told_to_stop_;
   bool job_over_ = false;
   int job_exit_code_ = 0;

@@ -276,6 +276,38 @@ std::optional<JobFailure> HungRanks(const std::vector<RankView>& ranks, double t
   return f;
 }
 
+// The joined node whose launcher has been silent longest, when that is more than `threshold`
+// seconds: its host is unreachable or its launcher died, and its ranks with it.
+std::optional<JobFailure> LostNode(const JobState& state, int nproc, double threshold, double timeout) {
+  const auto now = SteadyClock::now();
+  std::optional<NodeView> lost;
+  for (const NodeView& node : state.Nodes()) {
+    if (!node.joined || SecondsBetween(node.last_heard, now) <= threshold) continue;
+    if (!lost || node.last_heard < lost->last_heard) lost = node;
+  }
+  if (!lost) return std::nullopt;
+  const int first_rank = lost->node_rank * nproc;
+  const RankView root = state.Ranks()[static_cast<size_t>(first_rank)];
+  JobFailure f;
+  f.kind = "node-lost";
+  f.rank = first_rank;
+  f.host = lost->host;
+  f.pid = root.pid;
+  f.exit_code = static_cast<int>(ExitCode::kFailure);
+  f.step = root.step;
+  f.epoch = root.epoch;
+  f.phase = root.phase;
+  f.unix_millis = UnixMillis();
+  const std::string ranks = nproc == 1 ? fmt::format("rank {}", first_rank)
+                                       : fmt::format("ranks {} to {}", first_rank, first_rank + nproc - 1);
+  f.message = fmt::format("node {} (host {}) lost: its launcher has not reported for {:.1f} s "
+                          "(--heartbeat-timeout {} s); its {} stopped at {} (network cut, host down, or its "
+                          "mgpu run killed)",
+                          lost->node_rank, lost->host.empty() ? "?" : lost->host, SecondsBetween(lost->last_heard, now),
+                          timeout, ranks, root.registered ? Where(root) : "start-up");
+  return f;
+}
+
 JobFailure Interrupted(int signal) {
   JobFailure f;
   f.kind = "interrupted";
@@ -294,7 +326,8 @@ void PrintFailure(const JobFailure& f) {
 }
 
 // Supervises one attempt on node 0 until it succeeds or fails.
-std::optional<JobFailure> SuperviseAttempt(const JobState& state, const RunOptions& options, const std::string& log_dir) {
+std::optional<JobFailure> SuperviseAttempt(const JobState& state, const RunOptions& options, int nproc,
+                                           const std::string& log_dir) {
   const auto started = SteadyClock::now();
   while (true) {
     std::this_thread::sleep_for(kPollInterval);
@@ -302,7 +335,14 @@ std::optional<JobFailure> SuperviseAttempt(const JobState& state, const RunOptio
     const std::vector<RankView> ranks = state.Ranks();
     if (auto failure = FirstFailure(ranks)) return failure;
     if (std::all_of(ranks.begin(), ranks.end(), [](const RankView& r) { return r.exited; })) return std::nullopt;
-    if (auto hung = HungRanks(ranks, options.heartbeat_timeout, started, log_dir)) return hung;
+    const double timeout = options.heartbeat_timeout;
+    if (auto lost = LostNode(state, nproc, timeout, timeout)) return lost;
+    if (auto hung = HungRanks(ranks, timeout, started, log_dir)) {
+      // The ranks that wait for a lost node's in a collective stall as early as its own do; a
+      // node silent for half the timeout (two missed reports at least) is then the cause.
+      if (auto lost = LostNode(state, nproc, timeout / 2, timeout)) return lost;
+      return hung;
+    }
   }
 }
 
@@ -343,7 +383,7 @@ int RunCoordinatorNode(const RunOptions& options, const JobPlan& plan) {
     {
       WorkerGroup group([&state](const coordinator::WorkerExit& exit) { state.RecordExit(exit); });
       group.Start(WorkerSpecs(options, plan, out, log_dir, server.address(), attempt > 0));
-      report.failure = SuperviseAttempt(state, options, log_dir);
+      report.failure = SuperviseAttempt(state, options, plan.nproc, log_dir);
       if (report.failure) {
         PrintFailure(*report.failure);
         std::fprintf(stderr, "mgpu run: stopping the other workers\n");
@@ -359,7 +399,9 @@ int RunCoordinatorNode(const RunOptions& options, const JobPlan& plan) {
   state.EndJob(exit_code, report.failure ? report.failure->message : "");
   // The other nodes learn the end from their next NodeReport; give them a few intervals.
   const auto deadline = SteadyClock::now() + std::chrono::milliseconds(4 * plan.heartbeat_interval_ms) + kStopGrace;
-  while (!state.NodesToldToStop() && SteadyClock::now() < deadline) std::this_thread::sleep_for(kPollInterval);
+  const auto max_silence = std::chrono::duration_cast<SteadyClock::duration>(
+      std::chrono::duration<double>(options.heartbeat_timeout));
+  while (!state.NodesToldToStop(max_silence) && SteadyClock::now() < deadline) std::this_thread::sleep_for(kPollInterval);
   report.seconds = SecondsBetween(job_start, SteadyClock::now());
   WriteJobSummary(out, config, plan.world_size, report, state.Ranks());
   if (exit_code == 0) {
@@ -420,7 +462,12 @@ int RunMemberNode(const RunOptions& options, const JobPlan& plan) {
     }
     grpc::ClientContext context;
     AddToken(context, options.token);
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(joined.report_interval_ms() * 4));
+    // A report must not outlast the time left before node 0 counts as lost, so an unreachable
+    // node 0 is noticed within --heartbeat-timeout (plus one interval).
+    const double left_ms = options.heartbeat_timeout * 1000 - SecondsBetween(last_contact, SteadyClock::now()) * 1000;
+    const int64_t deadline_ms = std::clamp<int64_t>(static_cast<int64_t>(left_ms), joined.report_interval_ms(),
+                                                    4 * static_cast<int64_t>(joined.report_interval_ms()));
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
     coordinator::NodeReportReply reply;
     const grpc::Status status = stub->NodeReport(&context, request, &reply);
     if (status.ok()) {
@@ -440,7 +487,9 @@ int RunMemberNode(const RunOptions& options, const JobPlan& plan) {
       return reply.exit_code();
     }
     if (SecondsBetween(last_contact, SteadyClock::now()) > options.heartbeat_timeout) {
-      std::fprintf(stderr, "mgpu run: node %d lost the coordinator at %s for more than %g s (%s); stopping its workers\n",
+      std::fprintf(stderr,
+                   "mgpu run: node %d lost node 0 (the coordinator at %s): no answer for more than %g s "
+                   "(--heartbeat-timeout; last error: %s); stopping its workers\n",
                    options.node_rank, coordinator_address.c_str(), options.heartbeat_timeout,
                    status.error_message().c_str());
       group.Stop(kStopGrace);

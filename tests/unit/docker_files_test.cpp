@@ -1,0 +1,299 @@
+// docker/Dockerfile, docker/compose.yaml and .dockerignore, checked for what can be checked
+// without a Docker engine: the Dockerfile sets up with the README's script and the Makefile's
+// commands and ends in a slim stage holding mgpu and mgpu-worker with Open MPI's run-as-root
+// switches; the compose file parses, names only paths that exist, and runs a 2-node job whose
+// command lines mgpu itself accepts.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "common/files.h"
+#include "launcher/run_options.h"
+#include "tests/support/test_support.h"
+#include "worker/command_line.h"
+
+namespace mgpu {
+namespace {
+
+using namespace mgpu::testing;
+
+const std::string kRoot = MGPU_SOURCE_DIR;
+
+struct Instruction {
+  std::string keyword;  // upper case: FROM, RUN, COPY, ENV, ...
+  std::string args;     // continuation lines joined with single spaces
+};
+
+struct Stage {
+  std::string base;  // FROM's image
+  std::string name;  // AS name, or ""
+  std::vector<Instruction> instructions;
+};
+
+// The Dockerfile's stages: comments dropped, `\` continuations joined, ARG defaults substituted
+// into FROM lines (the global ARGs before the first FROM).
+std::vector<Stage> ParseDockerfile(const std::string& text) {
+  std::vector<Instruction> instructions;
+  std::istringstream lines(text);
+  std::string line, pending;
+  while (std::getline(lines, line)) {
+    const size_t first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#') continue;
+    line = line.substr(first);
+    const bool continues = !line.empty() && line.back() == '\\';
+    if (continues) line.pop_back();
+    pending += (pending.empty() ? "" : " ") + line;
+    if (continues) continue;
+    const size_t space = pending.find_first_of(" \t");
+    Instruction instruction{pending.substr(0, space), space == std::string::npos ? "" : pending.substr(space + 1)};
+    std::transform(instruction.keyword.begin(), instruction.keyword.end(), instruction.keyword.begin(),
+                   [](unsigned char c) { return std::toupper(c); });
+    instructions.push_back(instruction);
+    pending.clear();
+  }
+  std::map<std::string, std::string> args;
+  std::vector<Stage> stages;
+  for (const Instruction& instruction : instructions) {
+    if (instruction.keyword == "ARG" && stages.empty()) {
+      const size_t equals = instruction.args.find('=');
+      if (equals != std::string::npos) args[instruction.args.substr(0, equals)] = instruction.args.substr(equals + 1);
+    } else if (instruction.keyword == "FROM") {
+      std::smatch match;
+      std::regex_match(instruction.args, match, std::regex(R"((\S+)(?:\s+AS\s+(\S+))?)", std::regex::icase));
+      std::string base = match[1];
+      for (const auto& [name, value] : args) base = std::regex_replace(base, std::regex("\\$\\{" + name + "\\}"), value);
+      stages.push_back(Stage{base, match[2], {}});
+    } else if (!stages.empty()) {
+      stages.back().instructions.push_back(instruction);
+    }
+  }
+  return stages;
+}
+
+bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The index of the first instruction of `stage` with `keyword` whose arguments contain `part`,
+// or -1.
+int Find(const Stage& stage, const std::string& keyword, const std::string& part) {
+  for (size_t i = 0; i < stage.instructions.size(); ++i) {
+    if (stage.instructions[i].keyword == keyword && Contains(stage.instructions[i].args, part)) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// A Makefile variable's value (`NAME ?= v`, `NAME := v`, `NAME = v`).
+std::string MakeVariable(const std::string& makefile, const std::string& name) {
+  std::smatch match;
+  if (!std::regex_search(makefile, match, std::regex("(^|\\n)" + name + R"(\s*[:?]?=\s*([^\n]*))"))) return "";
+  return match[2];
+}
+
+// The recipe line of `target:` in the Makefile (the first command after it).
+std::string MakeRecipe(const std::string& makefile, const std::string& target) {
+  std::smatch match;
+  if (!std::regex_search(makefile, match, std::regex("(^|\\n)" + std::regex_replace(target, std::regex(R"([$()])"), R"(\$&)") +
+                                                     R"(:[^\n]*\n\t([^\n]*))"))) {
+    return "";
+  }
+  return match[2];
+}
+
+class DockerFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    stages_ = ParseDockerfile(ReadText(kRoot + "/docker/Dockerfile"));
+    ASSERT_GE(stages_.size(), 2u) << "a build stage and a runtime stage";
+  }
+  const Stage& Final() const { return stages_.back(); }
+  // The stage that runs `make build`.
+  const Stage* BuildStage() const {
+    for (const Stage& stage : stages_) {
+      if (Find(stage, "RUN", "make build") >= 0) return &stage;
+    }
+    return nullptr;
+  }
+  std::vector<Stage> stages_;
+};
+
+TEST_F(DockerFiles, TheBuildStageSetsUpWithTheReadmesScriptAndBuildsWithTheMakefile) {
+  const std::string readme = ReadText(kRoot + "/README.md");
+  ASSERT_TRUE(Contains(readme, "scripts/setup.sh")) << "the README's set-up step is scripts/setup.sh";
+  const Stage* build = BuildStage();
+  ASSERT_NE(build, nullptr) << "a stage must RUN `make build`, the README's build command";
+  EXPECT_TRUE(Contains(build->base, "cuda") || Find(*build, "RUN", "cuda-toolkit") >= 0)
+      << "the build stage needs the CUDA toolkit (a CUDA devel base or NVIDIA's packages): " << build->base;
+
+  // The Makefile's deps recipe, with its variables expanded, is what the image runs.
+  const std::string makefile = ReadText(kRoot + "/Makefile");
+  const std::string build_dir = MakeVariable(makefile, "BUILD_DIR");
+  std::string env_file = MakeVariable(makefile, "ENV_FILE");
+  env_file = std::regex_replace(env_file, std::regex(R"(\$\(BUILD_DIR\))"), build_dir);
+  std::string deps = MakeRecipe(makefile, "$(ENV_FILE)");
+  ASSERT_FALSE(deps.empty()) << "the Makefile's set-up rule `$(ENV_FILE): scripts/setup.sh`";
+  deps = std::regex_replace(deps, std::regex(R"(\$\(ENV_FILE\))"), env_file);
+  ASSERT_EQ(deps, "bash scripts/setup.sh build/.setup.env");
+
+  const int copied = Find(*build, "COPY", "scripts/setup.sh");
+  const int set_up = Find(*build, "RUN", deps);
+  const int built = Find(*build, "RUN", "make build");
+  EXPECT_GE(copied, 0) << "the build stage must COPY scripts/setup.sh";
+  EXPECT_GE(set_up, 0) << "the build stage must RUN `" << deps << "` (the Makefile's deps step)";
+  EXPECT_LT(copied, set_up);
+  EXPECT_LT(set_up, built) << "set up before building";
+  for (const Instruction& instruction : build->instructions) {
+    EXPECT_FALSE(instruction.keyword == "RUN" && Contains(instruction.args, "libgrpc"))
+        << "Debian packages come from scripts/setup.sh, not a list of the Dockerfile's own: " << instruction.args;
+  }
+}
+
+TEST_F(DockerFiles, TheFinalStageIsSlimAndHoldsBothBinariesWithOpenMpisRootSwitches) {
+  const Stage& final_stage = Final();
+  EXPECT_TRUE(Contains(final_stage.base, "slim") || Contains(final_stage.base, "runtime")) << final_stage.base;
+  EXPECT_EQ(Find(final_stage, "RUN", "make build"), -1) << "the runtime stage builds nothing";
+  EXPECT_EQ(Find(final_stage, "RUN", "build-essential"), -1) << "the runtime stage has no compiler";
+
+  // The build stage puts the binaries into a folder that the final stage copies and puts on PATH.
+  const Stage* build = BuildStage();
+  ASSERT_NE(build, nullptr);
+  std::smatch match;
+  std::string bin_dir;
+  for (const Instruction& instruction : build->instructions) {
+    if (std::regex_search(instruction.args, match,
+                          std::regex(R"(cp build/bin/mgpu build/bin/mgpu-worker (\S+?)/?(\s|$))"))) {
+      bin_dir = match[1];
+    }
+  }
+  ASSERT_FALSE(bin_dir.empty()) << "the build stage must copy build/bin/mgpu and build/bin/mgpu-worker out of the tree";
+  bool copied = false;
+  for (const Instruction& instruction : final_stage.instructions) {
+    if (instruction.keyword != "COPY" ||
+        !std::regex_search(instruction.args, match, std::regex(R"(--from=(\S+)\s+(\S+)\s+\S+)"))) {
+      continue;
+    }
+    const std::string from = match[1], source = match[2];
+    if ((from == build->name) && bin_dir.rfind(source, 0) == 0) copied = true;
+  }
+  EXPECT_TRUE(copied) << "the final stage must COPY --from=" << build->name << " the folder holding " << bin_dir;
+  EXPECT_GE(Find(final_stage, "ENV", "PATH=" + bin_dir), 0) << "mgpu and mgpu-worker on PATH";
+  EXPECT_GE(Find(final_stage, "ENV", "OMPI_ALLOW_RUN_AS_ROOT=1"), 0);
+  EXPECT_GE(Find(final_stage, "ENV", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"), 0);
+  EXPECT_GE(Find(final_stage, "RUN", "openmpi-bin"), 0) << "mpirun in the image";
+}
+
+TEST_F(DockerFiles, DockerignoreLeavesOutBuildTreesRunsAndGit) {
+  std::set<std::string> ignored;
+  std::istringstream lines(ReadText(kRoot + "/.dockerignore"));
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (!line.empty() && line[0] != '#') ignored.insert(line);
+  }
+  for (const char* entry : {".git", "build", "build-*", "runs", ".devdeps"}) EXPECT_TRUE(ignored.count(entry)) << entry;
+}
+
+// The compose file's services with YAML merge keys (`<<: *node`) resolved: yaml-cpp keeps `<<`
+// as an ordinary key.
+YAML::Node Resolved(const YAML::Node& service) {
+  YAML::Node merged(YAML::NodeType::Map);
+  if (service["<<"]) {
+    for (const auto& entry : service["<<"]) merged[entry.first.as<std::string>()] = entry.second;
+  }
+  for (const auto& entry : service) {
+    if (entry.first.as<std::string>() != "<<") merged[entry.first.as<std::string>()] = entry.second;
+  }
+  return merged;
+}
+
+std::vector<std::string> Words(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> words;
+  for (std::string word; in >> word;) words.push_back(word);
+  return words;
+}
+
+TEST(ComposeFile, ParsesAndNamesOnlyPathsThatExist) {
+  const std::string folder = kRoot + "/docker";
+  const YAML::Node compose = YAML::LoadFile(folder + "/compose.yaml");
+  const YAML::Node services = compose["services"];
+  ASSERT_TRUE(services && services.IsMap());
+  ASSERT_EQ(services.size(), 2u) << "two nodes";
+  for (const auto& entry : services) {
+    const std::string name = entry.first.as<std::string>();
+    const YAML::Node service = Resolved(entry.second);
+    const std::string context = folder + "/" + service["build"]["context"].as<std::string>();
+    EXPECT_TRUE(IsDirectory(context)) << name << ": build context " << context;
+    EXPECT_TRUE(IsRegularFile(context + "/" + service["build"]["dockerfile"].as<std::string>())) << name;
+    EXPECT_TRUE(IsRegularFile(context + "/.dockerignore")) << "the build context's .dockerignore";
+    for (const auto& volume : service["volumes"]) {
+      const std::string source = volume.as<std::string>().substr(0, volume.as<std::string>().find(':'));
+      if (source[0] == '.' || source[0] == '/') {
+        EXPECT_TRUE(PathExists(folder + "/" + source)) << name << ": volume source " << source;
+      } else {
+        EXPECT_TRUE(compose["volumes"] && compose["volumes"][source]) << name << ": named volume " << source;
+      }
+    }
+  }
+}
+
+TEST(ComposeFile, RunsOneMgpuNodePerServiceWithGpusSharedMemoryAndACommandMgpuAccepts) {
+  const std::string folder = kRoot + "/docker";
+  const YAML::Node compose = YAML::LoadFile(folder + "/compose.yaml");
+  std::set<int> node_ranks;
+  std::set<std::string> names;
+  for (const auto& entry : compose["services"]) names.insert(entry.first.as<std::string>());
+  for (const auto& entry : compose["services"]) {
+    const std::string name = entry.first.as<std::string>();
+    const YAML::Node service = Resolved(entry.second);
+    ASSERT_TRUE(service["shm_size"]) << name << ": NCCL needs more than Docker's 64 MB of /dev/shm";
+    const std::string shm = service["shm_size"].as<std::string>();
+    EXPECT_TRUE(std::regex_match(shm, std::regex(R"(\d+(gb|g|GB|G))"))) << name << ": shm_size " << shm << " (>= 1 GB)";
+    const YAML::Node devices = service["deploy"]["resources"]["reservations"]["devices"];
+    ASSERT_TRUE(devices && devices.size() == 1) << name << ": one GPU reservation";
+    EXPECT_EQ(devices[0]["driver"].as<std::string>(), "nvidia") << name;
+    EXPECT_EQ(devices[0]["capabilities"][0].as<std::string>(), "gpu") << name;
+
+    // The command, with container paths of bind mounts mapped back to the repository, is one
+    // that `mgpu run` and the worker accept.
+    std::vector<std::string> words = Words(service["command"].as<std::string>());
+    ASSERT_GE(words.size(), 2u);
+    ASSERT_EQ(words[0], "mgpu");
+    ASSERT_EQ(words[1], "run");
+    std::vector<std::string> args(words.begin() + 2, words.end());
+    for (const auto& volume : service["volumes"]) {
+      const std::string spec = volume.as<std::string>();
+      const std::string source = spec.substr(0, spec.find(':'));
+      std::string target = spec.substr(spec.find(':') + 1);
+      target = target.substr(0, target.find(':'));
+      if (source[0] != '.') continue;
+      for (auto& arg : args) {
+        if (arg.rfind(target + "/", 0) == 0) arg = folder + "/" + source + arg.substr(target.size());
+      }
+    }
+    const auto options = ParseRunOptions(args, [](const char* variable) -> const char* {
+      return std::string(variable) == "MGPU_TOKEN" ? "compose-test-token" : nullptr;
+    });
+    ASSERT_TRUE(options) << name;
+    EXPECT_EQ(options->nnodes, 2) << name;
+    EXPECT_EQ(options->nproc_per_node, "1") << name;
+    EXPECT_TRUE(names.count(options->master_addr)) << name << ": --master-addr must name a service, not "
+                                                   << options->master_addr;
+    node_ranks.insert(options->node_rank);
+    int help = 0;
+    const auto config = ParseWorkerCommandLine(options->worker_args, help);
+    ASSERT_TRUE(config) << name;
+    EXPECT_EQ(config->mode, "ddp") << name;
+    EXPECT_EQ(config->model, "lenet") << name;
+    EXPECT_EQ(config->device, "cuda") << name;
+    EXPECT_EQ(config->out.rfind("/runs/", 0), 0u) << name << ": output on the shared volume";
+  }
+  EXPECT_EQ(node_ranks, (std::set<int>{0, 1}));
+}
+
+}  // namespace
+}  // namespace mgpu
