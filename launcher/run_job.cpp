@@ -219,6 +219,22 @@ std::optional<JobFailure> FirstFailure(const std::vector<RankView>& ranks) {
   return first;
 }
 
+// A job stopped for want of progress (`kind` "hung" or "node-lost"), with `root` as its cause, at
+// the position it last reported.
+JobFailure StalledAt(const std::string& kind, const RankView& root) {
+  JobFailure f;
+  f.kind = kind;
+  f.rank = root.rank;
+  f.host = root.host;
+  f.pid = root.pid;
+  f.exit_code = static_cast<int>(ExitCode::kFailure);
+  f.step = root.step;
+  f.epoch = root.epoch;
+  f.phase = root.phase;
+  f.unix_millis = UnixMillis();
+  return f;
+}
+
 // Ranks that stopped making progress: never registered, silent, or training without a step,
 // for longer than the timeout. Returns the report, with the rank that stalled first (lowest
 // step, then not waiting in a collective, then longest stall) as the root cause.
@@ -256,16 +272,7 @@ std::optional<JobFailure> HungRanks(const std::vector<RankView>& ranks, double t
     return a_waits != b_waits ? b_waits : a.second > b.second;
   });
   const RankView& root = *stuck.front().first;
-  JobFailure f;
-  f.kind = "hung";
-  f.rank = root.rank;
-  f.host = root.host;
-  f.pid = root.pid;
-  f.exit_code = static_cast<int>(ExitCode::kFailure);
-  f.step = root.step;
-  f.epoch = root.epoch;
-  f.phase = root.phase;
-  f.unix_millis = UnixMillis();
+  JobFailure f = StalledAt("hung", root);
   std::string names;
   for (const auto& [view, seconds] : stuck) names += (names.empty() ? "" : ", ") + std::to_string(view->rank);
   f.error = "where every running rank is:" + details;
@@ -288,16 +295,8 @@ std::optional<JobFailure> LostNode(const JobState& state, int nproc, double thre
   if (!lost) return std::nullopt;
   const int first_rank = lost->node_rank * nproc;
   const RankView root = state.Ranks()[static_cast<size_t>(first_rank)];
-  JobFailure f;
-  f.kind = "node-lost";
-  f.rank = first_rank;
+  JobFailure f = StalledAt("node-lost", root);
   f.host = lost->host;
-  f.pid = root.pid;
-  f.exit_code = static_cast<int>(ExitCode::kFailure);
-  f.step = root.step;
-  f.epoch = root.epoch;
-  f.phase = root.phase;
-  f.unix_millis = UnixMillis();
   const std::string ranks = nproc == 1 ? fmt::format("rank {}", first_rank)
                                        : fmt::format("ranks {} to {}", first_rank, first_rank + nproc - 1);
   f.message = fmt::format("node {} (host {}) lost: its launcher has not reported for {:.1f} s "

@@ -41,21 +41,6 @@ std::string IpCommand() {
   return "";
 }
 
-bool WaitFor(const std::function<bool()>& condition, double seconds) {
-  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
-  while (Clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return condition();
-}
-
-int LineCount(const std::string& path) {
-  if (!PathExists(path)) return 0;
-  const std::string text = ReadText(path);
-  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
-}
-
 // Two namespaces "hosts" joined by one veth pair; removed (with the pair) on destruction.
 class TwoHosts {
  public:

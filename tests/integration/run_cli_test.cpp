@@ -32,15 +32,6 @@ using Clock = std::chrono::steady_clock;
 
 nlohmann::json ReadSummary(const std::string& folder) { return nlohmann::json::parse(ReadText(folder + "/summary.json")); }
 
-bool WaitFor(const std::function<bool()>& condition, double seconds) {
-  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
-  while (Clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return condition();
-}
-
 // The pid a worker logged at start ("mgpu-worker started (pid N)"), or -1.
 pid_t LoggedPid(const std::string& log) {
   std::smatch match;
@@ -50,11 +41,6 @@ pid_t LoggedPid(const std::string& log) {
 }
 
 bool ProcessGone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
-
-int LineCount(const std::string& path) {
-  const std::string text = ReadText(path);
-  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
-}
 
 class RunCli : public ::testing::Test {
  protected:

@@ -12,10 +12,13 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 extern char** environ;
 
@@ -149,6 +152,21 @@ std::string ReadText(const std::string& path) {
   std::ostringstream out;
   out << in.rdbuf();
   return out.str();
+}
+
+int LineCount(const std::string& path) {
+  if (!PathExists(path)) return 0;
+  const std::string text = ReadText(path);
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
+bool WaitFor(const std::function<bool()>& condition, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return condition();
 }
 
 }  // namespace mgpu::testing

@@ -1,6 +1,7 @@
 // Helpers shared by mgpu's tests: temporary folders, fixture files, running the binaries.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,11 @@ class BackgroundCommand {
 };
 
 std::string ReadText(const std::string& path);
+// Lines in the file at `path`; 0 when it does not exist (yet).
+int LineCount(const std::string& path);
+
+// Polls `condition` every 50 ms for up to `seconds`; returns whether it became true.
+bool WaitFor(const std::function<bool()>& condition, double seconds);
 
 // A TCP port on 127.0.0.1 that was free a moment ago (for rendezvous in tests).
 int FreeLocalPort();
