@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 
@@ -23,6 +24,13 @@ std::string WorkerExecutable() {
                                         "); set MGPU_WORKER to its path");
   }
   return worker;
+}
+
+std::string LauncherExecutable() {
+  char path[PATH_MAX];
+  const ssize_t length = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (length <= 0) throw Error(ExitCode::kFailure, "cannot find this program's path (/proc/self/exe)");
+  return std::string(path, static_cast<size_t>(length));
 }
 
 int RunAndWait(const std::vector<std::string>& argv) {

@@ -1,4 +1,4 @@
-// Starting mgpu-worker processes and waiting for them.
+// Starting mgpu-worker (or mgpu run) processes and waiting for them.
 #pragma once
 
 #include <string>
@@ -8,6 +8,9 @@ namespace mgpu {
 
 // The mgpu-worker next to the running executable, or $MGPU_WORKER if set.
 std::string WorkerExecutable();
+
+// The running executable (mgpu itself), for starting `mgpu run` from `mgpu compare`.
+std::string LauncherExecutable();
 
 // Runs `argv` with stdout/stderr inherited and waits. Returns the exit code, or 128 + signal.
 // Throws mgpu::Error if the program cannot be started.

@@ -1,5 +1,6 @@
 #include "launcher/compare.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -30,7 +31,13 @@ int RunComparison(const ComparePlan& plan, const std::string& plan_text, const s
     ComparisonRow row;
     row.name = run.name;
     row.folder = out + "/" + FolderName(run.name);
-    std::vector<std::string> argv = {worker};
+    // A DDP row needs a process per device: `mgpu run` (this program) starts and supervises them,
+    // one per visible GPU, or 2 on a CPU-only machine; every other row is one mgpu-worker.
+    const bool ddp = std::any_of(run.options.begin(), run.options.end(),
+                                 [](const auto& option) { return option.first == "mode" && option.second == "ddp"; });
+    std::vector<std::string> argv =
+        ddp ? std::vector<std::string>{LauncherExecutable(), "run", "--nproc-per-node", "auto"}
+            : std::vector<std::string>{worker};
     for (const auto& [key, value] : run.options) {
       argv.push_back("--" + key);
       argv.push_back(value);

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include <fmt/format.h>
@@ -104,10 +105,20 @@ JobPlan MakePlan(const RunOptions& options) {
   return plan;
 }
 
+// Intra-op threads per worker when the user set none: this node's cores shared among its
+// workers (torchrun sets 1). Otherwise each of N workers starts a pool of every core, and on a
+// small CPU machine their OpenMP threads spin against each other (LeNet DDP on 2 cores: 7x slower).
+std::string OmpThreadsPerWorker(int nproc) {
+  if (const char* set = std::getenv("OMP_NUM_THREADS"); set != nullptr && *set != '\0') return set;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return std::to_string(std::max(1u, cores / static_cast<unsigned>(std::max(1, nproc))));
+}
+
 // The environment of one worker: this process's, with the launcher's variables set.
 std::vector<std::string> WorkerEnvironment(const RunOptions& options, const JobPlan& plan, int rank, int local_rank,
                                            const std::string& coordinator) {
   const std::vector<std::pair<std::string, std::string>> set = {
+      {"OMP_NUM_THREADS", OmpThreadsPerWorker(plan.nproc)},
       {"RANK", std::to_string(rank)},
       {"LOCAL_RANK", std::to_string(local_rank)},
       {"GROUP_RANK", std::to_string(options.node_rank)},

@@ -56,8 +56,15 @@ TEST(MgpuDemo, QuickDemoComparesItsRunsOnFashionMnist) {
   CommandResult result = RunCommand({MGPU_LAUNCHER_BIN, "demo", "--quick", "--out", dir / "demo"});
   ASSERT_EQ(result.exit_code, 0) << result.output;
   const auto doc = nlohmann::json::parse(ReadText(dir / "demo/comparison.json"));
-  EXPECT_GE(doc["runs"].size(), 2u);
+  ASSERT_EQ(doc["runs"].size(), 4u);
   for (const auto& run : doc["runs"]) EXPECT_EQ(run["summary"]["status"], "ok") << run["name"];
+  // The MNIST experiment's three methods: one device, DataParallel, DDP (through `mgpu run`).
+  EXPECT_EQ(doc["runs"][0]["summary"]["mode"], "single");
+  EXPECT_EQ(doc["runs"][2]["summary"]["mode"], "dp");
+  EXPECT_EQ(doc["runs"][2]["summary"]["devices"].size(), 2u);
+  EXPECT_EQ(doc["runs"][3]["summary"]["mode"], "ddp");
+  EXPECT_EQ(doc["runs"][3]["summary"]["world_size"], 2);
+  EXPECT_EQ(doc["runs"][3]["summary"]["launcher"]["nproc_per_node"], 2) << "auto: 2 processes without a GPU";
   EXPECT_NE(result.output.find("accuracy %"), std::string::npos) << result.output;
 }
 

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <regex>
 #include <thread>
@@ -226,6 +227,29 @@ TEST_F(RunCli, ServesTheCoordinatorOverTlsAndWorkersThatDoNotTrustItSayWhy) {
   const CommandResult refused = RunCommand(Command("untrusted", untrusted, {"--max-steps", "3"}));
   EXPECT_NE(refused.exit_code, 0) << refused.output;
   EXPECT_NE(refused.output.find("--tls-ca"), std::string::npos) << "the error must point at the CA: " << refused.output;
+}
+
+// The "intra-op threads" row of rank 0's start-up table, or -1.
+int IntraOpThreads(const std::string& output) {
+  std::smatch match;
+  if (!std::regex_search(output, match, std::regex(R"(intra-op threads\s*\|\s*(\d+))"))) return -1;
+  return std::stoi(match[1]);
+}
+
+TEST_F(RunCli, WorkersShareTheNodesCoresUnlessOmpNumThreadsIsSet) {
+  // The worker flags here pass --threads 1; without it each worker takes LibTorch's default.
+  std::vector<std::string> argv = Command("shared", {"--nproc-per-node", "2"}, {"--max-steps", "2"});
+  argv.erase(std::find(argv.begin(), argv.end(), "--threads"), std::find(argv.begin(), argv.end(), "--threads") + 2);
+  const char* preset = std::getenv("OMP_NUM_THREADS");
+  const int expected = preset != nullptr && *preset != '\0'
+                           ? std::atoi(preset)
+                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
+  CommandResult shared = RunCommand(argv);
+  ASSERT_EQ(shared.exit_code, 0) << shared.output;
+  EXPECT_EQ(IntraOpThreads(shared.output), expected) << shared.output;
+  CommandResult chosen = RunCommand(argv, {"OMP_NUM_THREADS=1"});
+  ASSERT_EQ(chosen.exit_code, 0) << chosen.output;
+  EXPECT_EQ(IntraOpThreads(chosen.output), 1) << "the user's OMP_NUM_THREADS wins: " << chosen.output;
 }
 
 TEST_F(RunCli, ATakenMasterPortIsAClearErrorBeforeAnyWorkerStarts) {
