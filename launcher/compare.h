@@ -7,8 +7,8 @@
 
 namespace mgpu {
 
-// Runs every planned run with mgpu-worker in `out`/<run name>, rewriting the reports after
-// each run. A failed run is reported in its row and does not stop the rest. Returns 0 when
+// Runs every planned run in `out`/<run name> (one mgpu-worker, or `mgpu run --nproc-per-node
+// auto` for mode: ddp), rewriting the reports after each run. A failed run is reported in its row and does not stop the rest. Returns 0 when
 // every run succeeded, else 1. Throws mgpu::Error if `out` cannot be written.
 int RunComparison(const ComparePlan& plan, const std::string& plan_text, const std::string& out);
 
