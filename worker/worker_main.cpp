@@ -72,15 +72,23 @@ std::optional<ParsedCommandLine> ParseCommandLine(int argc, char** argv, int& ex
 }
 
 // What the coordinator of `mgpu run` learns at the end: the exit code and error, or the result.
+// `object[key]` if it is a number; `fallback` if it is absent or null (a run that failed before
+// it trained or evaluated has null there).
+template <typename T>
+T NumberOr(const nlohmann::json& object, const char* key, T fallback) {
+  const auto it = object.find(key);
+  return it != object.end() && it->is_number() ? it->get<T>() : fallback;
+}
+
 coordinator::FinishRequest Outcome(const Status& status, const nlohmann::json& summary) {
   coordinator::FinishRequest outcome;
   outcome.set_exit_code(status.exit_code());
   outcome.set_error(status.ok() ? "" : status.ToString());
-  outcome.set_total_seconds(summary.value("total_seconds", 0.0));
-  outcome.set_steps(summary.value("steps", int64_t{0}));
-  outcome.set_test_accuracy(summary.value("test_accuracy", std::nan("")));
+  outcome.set_total_seconds(NumberOr(summary, "total_seconds", 0.0));
+  outcome.set_steps(NumberOr(summary, "steps", int64_t{0}));
+  outcome.set_test_accuracy(NumberOr(summary, "test_accuracy", std::nan("")));
   const nlohmann::json& epochs = summary.contains("epochs_detail") ? summary["epochs_detail"] : nlohmann::json();
-  if (epochs.is_array() && !epochs.empty()) outcome.set_images_per_second(epochs.back().value("images_per_second", 0.0));
+  if (epochs.is_array() && !epochs.empty()) outcome.set_images_per_second(NumberOr(epochs.back(), "images_per_second", 0.0));
   return outcome;
 }
 

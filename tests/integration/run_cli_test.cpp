@@ -252,6 +252,16 @@ TEST_F(RunCli, WorkersShareTheNodesCoresUnlessOmpNumThreadsIsSet) {
   EXPECT_EQ(IntraOpThreads(chosen.output), 1) << "the user's OMP_NUM_THREADS wins: " << chosen.output;
 }
 
+TEST_F(RunCli, MissingDataIsExitTwoNamingTheFolderNotACrash) {
+  std::vector<std::string> argv = Command("nodata", {"--nproc-per-node", "2"}, {"--max-steps", "2"});
+  *(std::find(argv.begin(), argv.end(), "--data-dir") + 1) = data_ / "absent";
+  CommandResult result = RunCommand(argv);
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find(data_ / "absent"), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find("terminate called"), std::string::npos) << result.output;
+  EXPECT_EQ(ReadSummary(out_ / "nodata")["status"], "failed");
+}
+
 TEST_F(RunCli, ATakenMasterPortIsAClearErrorBeforeAnyWorkerStarts) {
   const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
