@@ -10,6 +10,7 @@
 
 #include "dataparallel/replica_collectives.h"
 #include "ddp/communicator.h"
+#include "ddp/nccl_types.h"
 
 namespace mgpu {
 namespace {
@@ -23,20 +24,6 @@ namespace {
                                         ncclGetLastError(nullptr)));                                         \
     }                                                                                                        \
   } while (0)
-
-ncclDataType_t NcclType(torch::ScalarType type) {
-  switch (type) {
-    case torch::kFloat: return ncclFloat32;
-    case torch::kHalf: return ncclFloat16;
-    case torch::kBFloat16: return ncclBfloat16;
-    case torch::kDouble: return ncclFloat64;
-    case torch::kLong: return ncclInt64;
-    case torch::kInt: return ncclInt32;
-    case torch::kByte: return ncclUint8;
-    default:
-      throw CollectiveError(fmt::format("--mode dp: NCCL cannot sum tensors of type {}", c10::toString(type)));
-  }
-}
 
 class NcclReplicaCollectives : public ReplicaCollectives {
  public:
@@ -61,8 +48,9 @@ class NcclReplicaCollectives : public ReplicaCollectives {
     for (size_t r = 0; r < devices_.size(); ++r) {
       for (const torch::Tensor& group : buffers[r]) {
         // In place on the primary (root); the other replicas only send.
-        MGPU_DP_NCCL_CHECK(ncclReduce(group.data_ptr(), group.data_ptr(), static_cast<size_t>(group.numel()),
-                                      NcclType(group.scalar_type()), ncclSum, /*root=*/0, comms_[r], Stream(r)),
+        const ncclDataType_t type = NcclDataType(group.scalar_type(), "--mode dp gradient reduction");
+        MGPU_DP_NCCL_CHECK(ncclReduce(group.data_ptr(), group.data_ptr(), static_cast<size_t>(group.numel()), type,
+                                      ncclSum, /*root=*/0, comms_[r], Stream(r)),
                            "gradient reduction");
       }
     }

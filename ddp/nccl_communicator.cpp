@@ -1,4 +1,5 @@
 #include "ddp/nccl_communicator.h"
+#include "ddp/nccl_types.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -45,19 +46,6 @@ std::string HostName() {
                                         #call, cudaGetErrorString(error_)));                             \
     }                                                                                                    \
   } while (0)
-
-ncclDataType_t NcclType(torch::ScalarType type, const std::string& context) {
-  switch (type) {
-    case torch::kFloat: return ncclFloat32;
-    case torch::kHalf: return ncclFloat16;
-    case torch::kBFloat16: return ncclBfloat16;
-    case torch::kDouble: return ncclFloat64;
-    case torch::kLong: return ncclInt64;
-    case torch::kInt: return ncclInt32;
-    case torch::kByte: return ncclUint8;
-    default: throw CollectiveError(context + ": NCCL cannot reduce tensors of type " + std::string(c10::toString(type)));
-  }
-}
 
 // A CUDA event shared by a work handle and the watchdog; destroyed when both are done with it.
 using SharedEvent = std::shared_ptr<CUevent_st>;
@@ -121,7 +109,7 @@ class NcclCommunicator : public Communicator {
     const std::string label = "all-reduce of " + what, context = CollectiveContext(label, rank_);
     return Launch(tensor, label, context, [&] {
       MGPU_NCCL_CHECK(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(tensor.numel()),
-                                    NcclType(tensor.scalar_type(), context), ncclSum, comm_, stream_),
+                                    NcclDataType(tensor.scalar_type(), context), ncclSum, comm_, stream_),
                       comm_);
     });
   }
@@ -272,6 +260,19 @@ class NcclCommunicator : public Communicator {
 void NcclWork::Wait() { owner_->WaitOn(done_); }
 
 }  // namespace
+
+ncclDataType_t NcclDataType(torch::ScalarType type, const std::string& context) {
+  switch (type) {
+    case torch::kFloat: return ncclFloat32;
+    case torch::kHalf: return ncclFloat16;
+    case torch::kBFloat16: return ncclBfloat16;
+    case torch::kDouble: return ncclFloat64;
+    case torch::kLong: return ncclInt64;
+    case torch::kInt: return ncclInt32;
+    case torch::kByte: return ncclUint8;
+    default: throw CollectiveError(context + ": NCCL cannot reduce tensors of type " + std::string(c10::toString(type)));
+  }
+}
 
 std::string NewNcclUniqueId() {
   ncclUniqueId id;
