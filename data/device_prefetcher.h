@@ -16,10 +16,11 @@
 #include <torch/torch.h>
 
 #include "data/batch_loader.h"
+#include "data/batch_source.h"
 
 namespace mgpu {
 
-class DevicePrefetcher {
+class DevicePrefetcher : public BatchSource {
  public:
   // `loader` must outlive the prefetcher.
   DevicePrefetcher(BatchLoader& loader, torch::Device device);
@@ -28,9 +29,9 @@ class DevicePrefetcher {
   DevicePrefetcher& operator=(const DevicePrefetcher&) = delete;
 
   // As BatchLoader::StartEpoch; drops a batch copied ahead for an unfinished pass.
-  void StartEpoch(std::vector<int64_t> indices, int64_t epoch);
+  void StartEpoch(std::vector<int64_t> indices, int64_t epoch) override;
   // The next batch on the device (images (B, C, H, W), labels (B)), or nullopt at the pass's end.
-  std::optional<Batch> Next();
+  std::optional<Batch> Next() override;
 
  private:
   struct InFlight;  // a batch being copied, and its copy's event (CUDA only)

@@ -11,9 +11,12 @@
 
 namespace mgpu {
 
-torch::Tensor PolicyForward(Classifier& model, const torch::Tensor& images, Precision precision) {
+torch::Tensor PolicyForward(Classifier& model, const torch::Tensor& images, Precision precision,
+                            bool autocast_cache) {
   std::optional<AutocastScope> autocast;
-  if (const auto dtype = AutocastDtype(precision)) autocast.emplace(images.device().type(), *dtype);
+  if (const auto dtype = AutocastDtype(precision)) {
+    autocast.emplace(images.device().type(), *dtype, /*enabled=*/true, autocast_cache);
+  }
   return model.forward(images.to(ModelDtype(precision))).to(torch::kFloat);
 }
 

@@ -78,7 +78,9 @@ std::unique_ptr<DataParallelEngine> MakeDataParallel(std::shared_ptr<Classifier>
 
 // The forward pass of the precision policy (as the single-device trainer runs it): inputs in
 // the model's dtype, autocast for the amp-* policies on the calling thread, logits in float32.
-// images (B, C, H, W) → logits (B, classes).
-torch::Tensor PolicyForward(Classifier& model, const torch::Tensor& images, Precision precision);
+// images (B, C, H, W) → logits (B, classes). `autocast_cache` false: autocast recasts the
+// weights at every use instead of caching the casts, as CUDA graph capture requires.
+torch::Tensor PolicyForward(Classifier& model, const torch::Tensor& images, Precision precision,
+                            bool autocast_cache = true);
 
 }  // namespace mgpu

@@ -40,6 +40,22 @@ FusedOptimizer::FusedOptimizer(std::vector<torch::Tensor> parameters, OptimizerO
   momentum_.resize(parameters_.size());
 }
 
+void FusedOptimizer::set_lr(double lr) {
+  if (lr == options_.lr) return;
+  options_.lr = lr;
+  torch::NoGradGuard no_grad;
+  for (auto& group : groups_) {
+    if (group.lr.defined()) group.lr.fill_(lr);
+  }
+}
+
+void FusedOptimizer::KeepLrOnDevice() {
+  for (auto& group : groups_) {
+    const torch::Tensor& member = stepped_[group.members.front()];
+    group.lr = torch::full({}, options_.lr, member.options().dtype(torch::kFloat32).requires_grad(false));
+  }
+}
+
 void FusedOptimizer::ZeroGrad() {
   for (auto& p : parameters_) p.mutable_grad().reset();
   for (size_t i = 0; i < stepped_.size(); ++i) {
@@ -117,21 +133,36 @@ void FusedOptimizer::StepGroup(const Group& group, const std::optional<torch::Te
   }
   if (params.empty()) return;
   if (options_.kind == "sgd") {
-    at::_fused_sgd_(params, grads, velocity, options_.weight_decay, options_.momentum, options_.lr,
-                    /*dampening=*/0.0, options_.nesterov, /*maximize=*/false, first_sgd_step, grad_scale,
-                    found_inf);
+    auto sgd = [&](const auto& lr) {
+      at::_fused_sgd_(params, grads, velocity, options_.weight_decay, options_.momentum, lr,
+                      /*dampening=*/0.0, options_.nesterov, /*maximize=*/false, first_sgd_step, grad_scale,
+                      found_inf);
+    };
+    if (group.lr.defined()) {
+      sgd(group.lr);
+    } else {
+      sgd(options_.lr);
+    }
     return;
   }
   // As torch.optim's fused Adam: count the step first, and take it back where it was skipped.
   torch::_foreach_add_(steps, 1);
-  if (options_.kind == "adam") {
-    at::_fused_adam_(params, grads, first, second, /*max_exp_avg_sqs=*/{}, steps, options_.lr, options_.beta1,
-                     options_.beta2, options_.weight_decay, options_.eps, /*amsgrad=*/false,
-                     /*maximize=*/false, grad_scale, found_inf);
+  // The kernels take the learning rate as a number or, for captured graphs, as a tensor.
+  auto adam = [&](const auto& lr) {
+    if (options_.kind == "adam") {
+      at::_fused_adam_(params, grads, first, second, /*max_exp_avg_sqs=*/{}, steps, lr, options_.beta1,
+                       options_.beta2, options_.weight_decay, options_.eps, /*amsgrad=*/false,
+                       /*maximize=*/false, grad_scale, found_inf);
+    } else {
+      at::_fused_adamw_(params, grads, first, second, /*max_exp_avg_sqs=*/{}, steps, lr, options_.beta1,
+                        options_.beta2, options_.weight_decay, options_.eps, /*amsgrad=*/false,
+                        /*maximize=*/false, grad_scale, found_inf);
+    }
+  };
+  if (group.lr.defined()) {
+    adam(group.lr);
   } else {
-    at::_fused_adamw_(params, grads, first, second, /*max_exp_avg_sqs=*/{}, steps, options_.lr, options_.beta1,
-                      options_.beta2, options_.weight_decay, options_.eps, /*amsgrad=*/false,
-                      /*maximize=*/false, grad_scale, found_inf);
+    adam(options_.lr);
   }
   if (found_inf) torch::_foreach_sub_(steps, std::vector<torch::Tensor>(steps.size(), *found_inf));
 }

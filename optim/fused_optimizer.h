@@ -59,7 +59,13 @@ class FusedOptimizer {
             const std::optional<torch::Tensor>& found_inf = std::nullopt);
 
   double lr() const { return options_.lr; }
-  void set_lr(double lr) { options_.lr = lr; }
+  // With the learning rate kept on the device, also refills those tensors (one small kernel,
+  // only when the value changes).
+  void set_lr(double lr);
+  // From now on the fused kernels read the learning rate from a float32 tensor on each group's
+  // device instead of taking it as an argument, so a CUDA graph that captured Step() follows
+  // later set_lr() calls. Call before the first Step() that a graph captures.
+  void KeepLrOnDevice();
   const OptimizerOptions& options() const { return options_; }
 
   // Optimizer state for checkpoints: step counts, moments or momentum buffers and master
@@ -71,6 +77,7 @@ class FusedOptimizer {
  private:
   struct Group {  // parameters sharing a device and dtype, stepped by one kernel call
     std::vector<size_t> members;
+    torch::Tensor lr;  // () float32 on the group's device, after KeepLrOnDevice(); else undefined
   };
   void StepGroup(const Group& group, const std::optional<torch::Tensor>& grad_scale,
                  const std::optional<torch::Tensor>& found_inf);

@@ -284,6 +284,18 @@ std::vector<OptionSpec> BuildOptions() {
   o.push_back(StringOption("memory-snapshot", {"memory_snapshot"}, &TrainConfig::memory_snapshot, {},
                            "CUDA only: record allocator history and write a snapshot pickle here "
                            "(for pytorch.org/memory_viz)"));
+  o.push_back(BoolOption("cuda-graphs", &TrainConfig::cuda_graphs,
+                         "capture the whole training step as one CUDA graph after 3 eager steps and replay it "
+                         "(one CUDA device, --mode single, no --grad-accum/--grad-clip, not o2)"));
+  o.back().aliases = {"cuda_graphs"};
+  o.push_back(BoolOption("channels-last", &TrainConfig::channels_last,
+                         "keep convolution weights and batches in NHWC (channels-last) memory format "
+                         "(--mode single)"));
+  o.back().aliases = {"channels_last"};
+  o.push_back(BoolOption("data-on-device", &TrainConfig::data_on_device,
+                         "keep the training set on the training device and build batches there "
+                         "(no augmentation; not with --mode dp)"));
+  o.back().aliases = {"data_on_device"};
   o.push_back(IntOption("threads", {}, &TrainConfig::threads, 0,
                         "intra-op CPU threads (0: LibTorch's default)"));
   o.push_back(IntOption("eval-batch-size", {"eval_batch_size"}, &TrainConfig::eval_batch_size, 1,
@@ -444,6 +456,41 @@ void ResolvePrecisionAliases(TrainConfig& config) {
   config.amp = false;
 }
 
+namespace {
+
+// --cuda-graphs, --channels-last and --data-on-device against what they support.
+void ValidateSpeedOptions(const TrainConfig& config, const Augmentation& augmentation) {
+  if (config.cuda_graphs) {
+    std::string conflict;
+    if (config.mode != "single") conflict = fmt::format("--mode {} (graphs capture one device's step)", config.mode);
+    if (config.device == "cpu") conflict = "--device cpu (graphs are a CUDA feature)";
+    if (config.grad_accum > 1) conflict = fmt::format("--grad-accum {} (the graph is one micro-batch)", config.grad_accum);
+    if (config.grad_clip > 0) conflict = "--grad-clip (clipping reads the gradient norm on the host)";
+    if (config.precision == "o2") conflict = "--precision o2 (master weights are copied outside the kernels)";
+    if (!conflict.empty()) {
+      throw BadInputError(fmt::format("--cuda-graphs cannot be combined with {}; drop one of them", conflict));
+    }
+  }
+  if (config.channels_last && config.mode != "single") {
+    throw BadInputError(fmt::format("--channels-last supports --mode single only, not --mode {} (the replicas' and "
+                                    "buckets' flat parameter copies assume the default layout)",
+                                    config.mode));
+  }
+  if (config.data_on_device) {
+    if (config.mode == "dp") {
+      throw BadInputError("--data-on-device cannot be combined with --mode dp, whose replicas each copy their slice "
+                          "of a host batch; use --mode ddp or single");
+    }
+    if (!augmentation.identity()) {
+      throw BadInputError(fmt::format("--data-on-device builds batches from the stored images and has no "
+                                      "augmentation, but --augment is {}; use --augment none or drop --data-on-device",
+                                      config.augment));
+    }
+  }
+}
+
+}  // namespace
+
 void ValidateConfig(const TrainConfig& config) {
   if (config.device != "auto" && config.device != "cpu" && config.device != "cuda" &&
       config.device.rfind("cuda:", 0) != 0) {
@@ -468,7 +515,8 @@ void ValidateConfig(const TrainConfig& config) {
     throw BadInputError(fmt::format("--label-smoothing {} must be below 1 (0: off, 0.1 is common)",
                                     config.label_smoothing));
   }
-  Augmentation checked(AugmentOptionsFrom(config));  // throws for impossible parameters
+  const Augmentation augmentation(AugmentOptionsFrom(config));  // throws for impossible parameters
+  ValidateSpeedOptions(config, augmentation);
 }
 
 DatasetOptions DatasetOptionsFrom(const TrainConfig& config) {

@@ -73,6 +73,9 @@ struct TrainConfig {
   std::string on_nonfinite = "stop";  // a non-finite loss: stop (exit 3) or skip the step
   double grad_clip = 0;               // max gradient norm; 0: no clipping
   std::string memory_snapshot;        // CUDA allocator history pickle; empty: none
+  bool cuda_graphs = false;     // worker/graphed_step.h
+  bool channels_last = false;   // models/memory_format.h
+  bool data_on_device = false;  // data/device_resident_batches.h
   int64_t threads = 0;          // intra-op CPU threads; 0: LibTorch's default
   int64_t eval_batch_size = 1000;
 

@@ -11,6 +11,7 @@
 #include "common/status.h"
 #include "data/batch_loader.h"
 #include "data/device_prefetcher.h"
+#include "data/device_resident_batches.h"
 #include "data/datasets.h"
 #include "data/image_dataset.h"
 #include "dataparallel/data_parallel.h"
@@ -18,10 +19,12 @@
 #include "dataparallel/dp_devices.h"
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/distributed_sampler.h"
+#include "models/memory_format.h"
 #include "models/model_factory.h"
 #include "optim/fused_optimizer.h"
 #include "optim/lr_scheduler.h"
 #include "worker/checkpoint.h"
+#include "worker/graphed_step.h"
 #include "worker/memory_snapshot.h"
 #include "worker/progress.h"
 #include "worker/step_timeline.h"
@@ -89,7 +92,7 @@ struct Evaluation {
 // Each rank evaluates every size()-th test image; the counts are summed over the ranks.
 Evaluation Evaluate(Classifier& model, const ImageDataset& test, int64_t batch_size,
                     const torch::Device& device, Precision precision, int rank, RankGroup& ranks,
-                    std::shared_ptr<const Augmentation> augmentation) {
+                    std::shared_ptr<const Augmentation> augmentation, bool channels_last) {
   torch::NoGradGuard no_grad;
   model.eval();
   BatchLoader loader(test, LoaderOptions{batch_size, 0, 2, device.is_cuda(), std::move(augmentation)});
@@ -101,7 +104,7 @@ Evaluation Evaluate(Classifier& model, const ImageDataset& test, int64_t batch_s
   auto correct = torch::zeros({classes}, torch::TensorOptions().dtype(torch::kLong).device(device));
   auto seen = torch::zeros({classes}, torch::TensorOptions().dtype(torch::kLong).device(device));
   while (auto batch = loader.Next()) {
-    auto images = batch->images.to(device, /*non_blocking=*/true);  // (B, C, H, W)
+    auto images = ImagesInFormat(batch->images.to(device, /*non_blocking=*/true), channels_last);  // (B, C, H, W)
     auto labels = batch->labels.to(device, /*non_blocking=*/true);  // (B)
     auto logits = PolicyForward(model, images, precision);                // (B, classes)
     loss_sum += torch::nn::functional::cross_entropy(
@@ -249,6 +252,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   auto model = MakeModel(config.model, shape);
   model->to(device);
   ConvertModelForPrecision(*model, precision);
+  if (config.channels_last) ConvertToChannelsLast(*model);
   model->train();
   std::unique_ptr<DistributedDataParallel> replicated;
   if (ddp) {
@@ -273,14 +277,25 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   GradScaler scaler(loss_scaling, device);
   const bool skip_nonfinite = config.on_nonfinite == "skip";
   summary["parameters"] = CountParameters(*model);
+  std::unique_ptr<GraphedTrainStep> graphed;  // --cuda-graphs: the whole step, replayed
+  if (config.cuda_graphs) {
+    graphed = std::make_unique<GraphedTrainStep>(*model, optimizer, scaler, precision, config.label_smoothing,
+                                                 skip_nonfinite, device);
+  }
 
   DistributedSampler sampler(data.train.size(), world.rank, world.world_size, /*shuffle=*/true, config.seed);
-  BatchLoader loader(data.train, LoaderOptions{micro_batch, static_cast<int>(config.num_workers), 2, device.is_cuda(),
-                                               augmentation});
+  std::optional<BatchLoader> loader;      // host batches, unless the data set lives on the device
+  std::unique_ptr<BatchSource> batches;  // batches on the training device (--mode dp: on the host)
+  if (config.data_on_device) {
+    batches = std::make_unique<DeviceResidentBatches>(data.train, micro_batch, device);
+  } else {
+    loader.emplace(data.train, LoaderOptions{micro_batch, static_cast<int>(config.num_workers), 2, device.is_cuda(),
+                                             augmentation});
+    // --mode dp: batches stay in (pinned) host memory; each replica copies its own slice.
+    batches = std::make_unique<DevicePrefetcher>(*loader, data_parallel ? torch::Device(torch::kCPU) : device);
+  }
   const int64_t micro_batches_per_epoch = (sampler.shard_size() + micro_batch - 1) / micro_batch;
   const int64_t steps_per_epoch = (micro_batches_per_epoch + config.grad_accum - 1) / config.grad_accum;
-  // --mode dp: batches stay in (pinned) host memory; each replica copies its own slice.
-  DevicePrefetcher batches(loader, data_parallel ? torch::Device(torch::kCPU) : device);
 
   LrScheduler scheduler(SchedulerOptionsFrom(config, steps_per_epoch));
   optimizer.set_lr(scheduler.lr());
@@ -326,6 +341,10 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
                                                                ? c10::toString(*AutocastDtype(precision))
                                                                : "off")},
                    {"steps per epoch", std::to_string(steps_per_epoch)},
+                   {"step execution", fmt::format("{}, {} tensors, batches from {}",
+                                                  graphed ? "one CUDA graph after 3 eager steps" : "eager",
+                                                  config.channels_last ? "channels-last" : "NCHW",
+                                                  config.data_on_device ? "the data set on the device" : "the host loader")},
                    {"effective lr", fmt::format("{} (--lr-scale-rule {}, global batch {})", EffectiveLr(config),
                                                 config.lr_scale_rule, config.batch_size)},
                    {"output", outputs.folder()},
@@ -378,7 +397,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
       indices.erase(indices.begin(), indices.begin() + std::min<int64_t>(position.micro_batches * micro_batch,
                                                                          static_cast<int64_t>(indices.size())));
     }
-    batches.StartEpoch(std::move(indices), epoch);
+    batches->StartEpoch(std::move(indices), epoch);
     timeline.Restart();  // evaluation and epoch set-up are not part of any step
     progress.StartEpoch(epoch, config.epochs, steps_per_epoch);
     WorkerStatus::Current().SetPhase("training");
@@ -412,7 +431,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
 
     while (true) {
       const auto wait_start = Clock::now();
-      std::optional<Batch> batch = batches.Next();
+      std::optional<Batch> batch = batches->Next();
       const double waited = SecondsSince(wait_start);
       if (!batch) break;
       data_wait += waited;
@@ -420,10 +439,10 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
 
       // A step is grad_accum micro-batches; DDP reduces gradients only after the last one.
       const bool last_micro = (micro + 1) % config.grad_accum == 0 || micro + 1 == micro_batches_per_epoch;
-      const torch::Tensor& images = batch->images;  // (B, C, H, W)
+      const torch::Tensor images = ImagesInFormat(batch->images, config.channels_last);  // (B, C, H, W)
       const torch::Tensor& labels = batch->labels;  // (B)
       timeline.Mark(StepPhase::kInput);
-      if (micro % config.grad_accum == 0) {
+      if (micro % config.grad_accum == 0 && !graphed) {
         if (replicated) {
           replicated->ZeroGrad();
         } else {
@@ -435,7 +454,11 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
       {
         std::optional<DistributedDataParallel::NoSync> accumulate_locally;
         if (replicated && !last_micro) accumulate_locally.emplace(*replicated);
-        if (data_parallel) {
+        if (graphed) {
+          // Forward, backward and the optimizer step in one graph launch: its time counts as backward.
+          loss = graphed->Step(images, labels);
+          timeline.Mark(StepPhase::kBackward);
+        } else if (data_parallel) {
           // Forward and backward run on every replica's thread; dp_timing has them per device.
           loss = data_parallel->ForwardBackward(images, labels, scaler, 1.0 / static_cast<double>(config.grad_accum));
           timeline.Mark(StepPhase::kBackward);
@@ -477,8 +500,10 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
         scaler.Unscale(optimizer);
         optimizer.ClipGradNorm(config.grad_clip);
       }
-      scaler.Step(optimizer, step_nonfinite);
-      scaler.Update();
+      if (!graphed) {  // the graph stepped already
+        scaler.Step(optimizer, step_nonfinite);
+        scaler.Update();
+      }
       if (data_parallel) data_parallel->SyncReplicas();
       timeline.Mark(StepPhase::kOptimizer);  // with --mode dp, the broadcast to the replicas included
       step_nonfinite = torch::Tensor();
@@ -540,7 +565,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
     WorkerStatus::Current().SetPhase("evaluating");
     const auto eval_start = Clock::now();
     const Evaluation eval = Evaluate(*model, data.test, config.eval_batch_size, device, precision, world.rank,
-                                     ranks, augmentation->ForEvaluation());
+                                     ranks, augmentation->ForEvaluation(), config.channels_last);
     const double eval_seconds = SecondsSince(eval_start);
     if (!std::isfinite(train_loss)) {
       record_scaler();
@@ -615,6 +640,11 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   for (double peak : peaks) summary["peak_memory_bytes"].push_back(static_cast<long long>(peak));
   if (world.world_size > 1) summary["rank_param_checksums"] = checksums;
   if (data_parallel) data_parallel->Report(summary);  // every dp device, and dp_timing
+  if (graphed) {
+    summary["cuda_graphs"] = {{"captured", graphed->captured()},
+                              {"replays", graphed->replays()},
+                              {"eager_steps", graphed->eager_steps()}};
+  }
   if (replicated) {
     summary["ddp_bucket_bytes"] = replicated->BucketBytes();
     summary["ddp_buckets_rebuilt"] = replicated->rebuilt();

@@ -97,6 +97,25 @@ TEST_F(WorkerCli, SameSeedGivesTheSameParametersWhateverTheLoaderThreads) {
   EXPECT_EQ(ReadSummary(out_ / "a")["steps"], 15);
 }
 
+TEST_F(WorkerCli, DataOnDeviceAndChannelsLastTrainToTheSameParameters) {
+  ASSERT_EQ(Train("loader", {"--max-steps", "15", "--seed", "5"}).exit_code, 0);
+  const CommandResult resident = Train("resident", {"--max-steps", "15", "--seed", "5", "--data-on-device", "true"});
+  ASSERT_EQ(resident.exit_code, 0) << resident.output;
+  const CommandResult nhwc = Train("nhwc", {"--max-steps", "15", "--seed", "5", "--channels-last", "true"});
+  ASSERT_EQ(nhwc.exit_code, 0) << nhwc.output;
+  const double loader = ReadSummary(out_ / "loader")["param_checksum"];
+  EXPECT_NEAR(ReadSummary(out_ / "resident")["param_checksum"].get<double>(), loader, 1e-6 * loader);
+  EXPECT_NEAR(ReadSummary(out_ / "nhwc")["param_checksum"].get<double>(), loader, 1e-4 * loader);
+  EXPECT_NE(ReadText(out_ / "resident/logs/rank-0.log").find("batches from the data set on the device"),
+            std::string::npos);
+}
+
+TEST_F(WorkerCli, CudaGraphsOnTheCpuAreExitTwoBeforeTraining) {
+  const CommandResult result = Train("graphs", {"--cuda-graphs", "true"});
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("--cuda-graphs cannot be combined with --device cpu"), std::string::npos) << result.output;
+}
+
 TEST_F(WorkerCli, AugmentedRunsAreReproducibleWhateverTheLoaderThreads) {
   const std::vector<std::string> flags = {"--max-steps", "8", "--seed", "5", "--augment", "affine"};
   std::vector<std::string> threaded = flags;

@@ -1,5 +1,7 @@
 // Specification of mgpu-worker's configuration: defaults < YAML file < flags; aliases;
 // every bad key or value is a BadInputError that names it.
+#include <functional>
+
 #include <gtest/gtest.h>
 
 #include "common/status.h"
@@ -289,6 +291,32 @@ TEST(TrainConfig, ScheduleOptionsRejectBadValues) {
   EXPECT_THROW(FindTrainOption("lr-scale-rule")->set(config, "sqrt"), BadInputError);
   config.label_smoothing = 1.0;
   EXPECT_NE(testing::BadInputMessage([&] { ValidateConfig(config); }).find("--label-smoothing"), std::string::npos);
+}
+
+
+// The speed options are refused, with the conflicting option named, where they cannot work.
+TEST(TrainConfig, SpeedOptionsRefuseWhatTheyDoNotSupport) {
+  auto refusal = [](const std::function<void(TrainConfig&)>& set) {
+    TrainConfig config;
+    set(config);
+    return testing::BadInputMessage([&] { ValidateConfig(config); });
+  };
+  EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.mode = "ddp"; }).find("--mode ddp"), std::string::npos);
+  EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.device = "cpu"; }).find("--device cpu"), std::string::npos);
+  EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.grad_accum = 2; }).find("--grad-accum 2"),
+            std::string::npos);
+  EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.grad_clip = 1; }).find("--grad-clip"), std::string::npos);
+  EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.precision = "o2"; }).find("--precision o2"),
+            std::string::npos);
+  EXPECT_NE(refusal([](TrainConfig& c) { c.channels_last = true; c.mode = "dp"; }).find("--channels-last"),
+            std::string::npos);
+  EXPECT_NE(refusal([](TrainConfig& c) { c.data_on_device = true; c.mode = "dp"; }).find("--mode dp"), std::string::npos);
+  EXPECT_NE(refusal([](TrainConfig& c) { c.data_on_device = true; c.augment = "affine"; }).find("--augment none"),
+            std::string::npos);
+  TrainConfig supported;
+  supported.cuda_graphs = supported.channels_last = supported.data_on_device = true;
+  supported.precision = "amp-bf16";
+  EXPECT_NO_THROW(ValidateConfig(supported));
 }
 
 }  // namespace

@@ -128,6 +128,31 @@ TEST(FusedOptimizer, StateRoundTripsAndMismatchesAreRejected) {
   EXPECT_THROW(restored.LoadStateTensors({}), BadInputError);
 }
 
+// A learning rate kept in a tensor (what a captured CUDA graph reads) steps exactly as the
+// number does, including after set_lr changes it mid-run.
+TEST(FusedOptimizer, LearningRateOnTheDeviceStepsAsTheNumberDoes) {
+  for (const std::string kind : {"sgd", "adam", "adamw"}) {
+    OptimizerOptions o;
+    o.kind = kind;
+    o.lr = 0.05;
+    o.momentum = kind == "sgd" ? 0.9 : 0.0;
+    std::vector<torch::Tensor> on_device = MakeParameters(5), as_number = Clone(on_device);
+    FusedOptimizer tensor_lr(on_device, o), number_lr(as_number, o);
+    tensor_lr.KeepLrOnDevice();
+    for (int step = 0; step < 6; ++step) {
+      if (step == 3) {
+        tensor_lr.set_lr(0.01);
+        number_lr.set_lr(0.01);
+      }
+      SetGradients(on_device, as_number, step);
+      tensor_lr.Step();
+      number_lr.Step();
+    }
+    EXPECT_LT(MaxDifference(on_device, as_number), 1e-7) << kind;
+    EXPECT_GT(MaxDifference(on_device, MakeParameters(5)), 1e-3) << kind << ": the parameters moved";
+  }
+}
+
 TEST(FusedOptimizer, RejectsUnknownKindsAndNesterovWithoutMomentum) {
   OptimizerOptions bad;
   bad.kind = "rmsprop";

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "common/status.h"
+#include "models/memory_format.h"
 #include "models/model_factory.h"
 #include "models/resnet.h"
 
@@ -18,6 +19,44 @@ TEST(LeNet, MapsImagesToLogits) {
   auto model = MakeModel("lenet", ModelShape{3, 7, 32, 32});
   torch::Tensor logits = model->forward(torch::randn({5, 3, 32, 32}));
   EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{5, 7}));
+}
+
+// Two copies of `name` with the same initial weights, the second converted to channels-last.
+std::pair<std::shared_ptr<Classifier>, std::shared_ptr<Classifier>> NchwAndChannelsLast(const std::string& name,
+                                                                                       ModelShape shape) {
+  torch::manual_seed(3);
+  auto nchw = MakeModel(name, shape);
+  torch::manual_seed(3);
+  auto channels_last = MakeModel(name, shape);
+  ConvertToChannelsLast(*channels_last);
+  return {nchw, channels_last};
+}
+
+TEST(ChannelsLast, RestridesEveryConvolutionWeightAndKeepsTheLogits) {
+  auto [nchw, channels_last] = NchwAndChannelsLast("resnet18", ModelShape{3, 10, 16, 16});
+  int64_t four_dimensional = 0;
+  for (const auto& p : channels_last->parameters()) {
+    if (p.dim() != 4) continue;
+    ++four_dimensional;
+    EXPECT_TRUE(p.is_contiguous(torch::MemoryFormat::ChannelsLast));
+  }
+  EXPECT_EQ(four_dimensional, 20) << "ResNet-18's convolutions, shortcut projections included";
+  const torch::Tensor images = torch::randn({2, 3, 16, 16});
+  EXPECT_TRUE(torch::allclose(channels_last->forward(ImagesInFormat(images, /*channels_last=*/true)),
+                              nchw->forward(images), 1e-4, 1e-5));
+  EXPECT_TRUE(ImagesInFormat(images, /*channels_last=*/false).is_same(images));
+}
+
+TEST(ChannelsLast, GradientsEqualTheDefaultLayouts) {
+  auto [nchw, channels_last] = NchwAndChannelsLast("lenet", ModelShape{1, 10, 28, 28});
+  const torch::Tensor images = torch::randn({8, 1, 28, 28});
+  const torch::Tensor labels = torch::randint(0, 10, {8});
+  torch::nn::functional::cross_entropy(nchw->forward(images), labels).backward();
+  torch::nn::functional::cross_entropy(channels_last->forward(ImagesInFormat(images, true)), labels).backward();
+  const auto expected = nchw->parameters(), actual = channels_last->parameters();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(actual[i].grad(), expected[i].grad(), 1e-4, 1e-6)) << "parameter " << i;
+  }
 }
 
 TEST(ModelFactory, RejectsUnknownNamesAndImpossibleShapes) {
@@ -107,7 +146,7 @@ TEST(Models, ResNetPicksTheStemFromTheImageSize) {
   EXPECT_EQ(ResNet::StemFor(64, 64), ResNetStem::kCifar);
   EXPECT_EQ(ResNet::StemFor(65, 64), ResNetStem::kImageNet);
   EXPECT_EQ(ResNet::StemFor(224, 224), ResNetStem::kImageNet);
-  auto cifar = MakeModel("resnet18", ModelShape{3, 10, 32, 32});
+  auto cifar = MakeModel("resnet18", ModelShape{3, 10, 16, 16});
   auto imagenet = MakeModel("resnet18", ModelShape{3, 10, 96, 96});
   EXPECT_EQ(cifar->named_parameters()["conv1.weight"].sizes(), (std::vector<int64_t>{64, 3, 3, 3}));
   EXPECT_EQ(imagenet->named_parameters()["conv1.weight"].sizes(), (std::vector<int64_t>{64, 3, 7, 7}));

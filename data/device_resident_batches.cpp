@@ -1,0 +1,64 @@
+#include "data/device_resident_batches.h"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "common/status.h"
+
+namespace mgpu {
+namespace {
+
+// The per-channel constants as a (1, C, 1, 1) float32 tensor on `device`.
+torch::Tensor PerChannel(const std::vector<float>& values, const torch::Device& device) {
+  return torch::tensor(values, torch::kFloat32).reshape({1, -1, 1, 1}).to(device);
+}
+
+}  // namespace
+
+DeviceResidentBatches::DeviceResidentBatches(const ImageDataset& dataset, int64_t batch_size, torch::Device device)
+    : batch_size_(batch_size), device_(device) {
+  if (batch_size < 1) throw std::invalid_argument("batch_size must be at least 1");
+  std::vector<float> scale, shift;
+  for (int64_t c = 0; c < dataset.channels(); ++c) {
+    const auto i = static_cast<size_t>(c);
+    // As BatchLoader, in float32, so both paths round alike.
+    scale.push_back(1.0f / (255.0f * dataset.stddev[i]));
+    shift.push_back(-dataset.mean[i] / dataset.stddev[i]);
+  }
+  try {
+    images_ = dataset.images.to(device_);
+    labels_ = dataset.labels.to(device_);
+  } catch (const c10::OutOfMemoryError& e) {
+    throw BadInputError(fmt::format(
+        "--data-on-device: the training set {} ({:.2f} GiB as uint8 pixels) does not fit in the memory of {}; "
+        "drop --data-on-device to stream batches from the host instead",
+        dataset.name, static_cast<double>(dataset.images.nbytes()) / (1 << 30), device_.str()));
+  }
+  scale_ = PerChannel(scale, device_);
+  shift_ = PerChannel(shift, device_);
+}
+
+void DeviceResidentBatches::StartEpoch(std::vector<int64_t> indices, int64_t /*epoch*/) {
+  order_ = torch::tensor(indices, torch::kInt64).to(device_, /*non_blocking=*/false);
+  next_ = 0;
+}
+
+std::optional<Batch> DeviceResidentBatches::Next() {
+  if (!order_.defined() || next_ >= order_.size(0)) return std::nullopt;
+  const int64_t count = std::min(batch_size_, order_.size(0) - next_);
+  const torch::Tensor picked = order_.narrow(0, next_, count);  // (B)
+  Batch batch;
+  batch.index = next_ / batch_size_;
+  // Multiply, then add, as two roundings, as BatchLoader's loop does.
+  batch.images = images_.index_select(0, picked).to(torch::kFloat32).mul_(scale_).add_(shift_);  // (B, C, H, W)
+  batch.labels = labels_.index_select(0, picked);                                                  // (B)
+  next_ += count;
+  return batch;
+}
+
+int64_t DeviceResidentBatches::device_bytes() const {
+  return static_cast<int64_t>(images_.nbytes() + labels_.nbytes());
+}
+
+}  // namespace mgpu

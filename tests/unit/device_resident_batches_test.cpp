@@ -1,0 +1,62 @@
+// Specification of --data-on-device's batch source: the same batches as the host loader for
+// the same index list (here on the CPU device, which runs the same tensor code as a GPU).
+#include <gtest/gtest.h>
+
+#include "data/batch_loader.h"
+#include "data/device_resident_batches.h"
+#include "data/image_dataset.h"
+
+namespace mgpu {
+namespace {
+
+ImageDataset MakeColourDataset(int64_t n) {
+  ImageDataset ds;
+  ds.name = "colour-ramp";
+  torch::manual_seed(7);
+  ds.images = torch::randint(0, 256, {n, 3, 5, 4}, torch::kUInt8);
+  ds.labels = torch::arange(n, torch::kInt64).remainder(10);
+  ds.class_names = std::vector<std::string>(10, "c");
+  ds.mean = {0.49f, 0.48f, 0.45f};
+  ds.stddev = {0.25f, 0.24f, 0.26f};
+  return ds;
+}
+
+TEST(DeviceResidentBatches, EqualTheHostLoadersBatchesIncludingTheShortLastOne) {
+  const ImageDataset ds = MakeColourDataset(23);
+  const std::vector<int64_t> order = {22, 3, 17, 0, 5, 9, 11, 1, 2, 21, 8, 13, 4, 6, 7, 10, 12, 14, 15, 16, 18, 19, 20};
+  BatchLoader loader(ds, LoaderOptions{8, 0});
+  DeviceResidentBatches resident(ds, 8, torch::kCPU);
+  loader.StartEpoch(order);
+  resident.StartEpoch(order, 0);
+  int batches = 0;
+  while (auto expected = loader.Next()) {
+    auto actual = resident.Next();
+    ASSERT_TRUE(actual.has_value()) << "batch " << batches;
+    EXPECT_EQ(actual->index, expected->index);
+    ASSERT_EQ(actual->images.sizes(), expected->images.sizes());
+    EXPECT_TRUE(torch::allclose(actual->images, expected->images, /*rtol=*/0, /*atol=*/1e-6)) << "batch " << batches;
+    EXPECT_TRUE(torch::equal(actual->labels, expected->labels)) << "batch " << batches;
+    ++batches;
+  }
+  EXPECT_EQ(batches, 3);
+  EXPECT_FALSE(resident.Next().has_value()) << "the pass ends with the loader's";
+  EXPECT_EQ(resident.device_bytes(), 23 * 3 * 5 * 4 + 23 * 8);
+}
+
+TEST(DeviceResidentBatches, ANewPassStartsOverAndAnUnstartedOneIsEmpty) {
+  const ImageDataset ds = MakeColourDataset(6);
+  DeviceResidentBatches resident(ds, 4, torch::kCPU);
+  EXPECT_FALSE(resident.Next().has_value());
+  resident.StartEpoch({0, 1, 2, 3, 4, 5}, 0);
+  ASSERT_TRUE(resident.Next().has_value());
+  resident.StartEpoch({5, 4}, 1);
+  auto batch = resident.Next();
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(batch->labels.size(0), 2);
+  EXPECT_EQ(batch->labels[0].item<int64_t>(), 5);
+  EXPECT_FALSE(resident.Next().has_value());
+  EXPECT_THROW(DeviceResidentBatches(ds, 0, torch::kCPU), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace mgpu

@@ -1,0 +1,73 @@
+// The whole single-device training step as one CUDA graph (--cuda-graphs).
+//
+// A step is: zero the gradients, forward under the precision policy, cross-entropy, scaled
+// backward, the loss scaler's check and the fused optimizer step, the scale update. For a small
+// model each of those is a few microseconds of GPU work behind tens of microseconds of host-side
+// dispatch per kernel; replaying a captured graph launches all of them at once.
+//
+// The first kEagerSteps steps run eagerly (cuDNN picks its algorithms, the optimizer creates its
+// state, the allocator warms up); the next step captures the graph on a side stream and every
+// later step with a batch of the captured shape copies the batch into the graph's input buffers
+// and replays it on the current stream. A batch of another shape (an epoch's last, partial
+// batch) runs eagerly, which the graph does not notice. The learning rate lives in a device
+// tensor (FusedOptimizer::KeepLrOnDevice) so schedules keep working.
+//
+// Requirements (TrainConfig validation refuses the rest): one CUDA device, no DDP or
+// DataParallel, one micro-batch per step, no gradient clipping (it reads the norm on the host),
+// no float32 master weights (o2). Nothing in the step may synchronize with the host.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include <torch/torch.h>
+
+#include "amp/grad_scaler.h"
+#include "amp/precision.h"
+#include "models/classifier.h"
+#include "optim/fused_optimizer.h"
+
+namespace mgpu {
+
+class GraphedTrainStep {
+ public:
+  static constexpr int kEagerSteps = 3;
+
+  // All references must outlive this object. `skip_nonfinite`: a non-finite loss makes the
+  // scaler skip the step (--on-nonfinite skip), decided on the device.
+  GraphedTrainStep(Classifier& model, FusedOptimizer& optimizer, GradScaler& scaler, Precision precision,
+                   double label_smoothing, bool skip_nonfinite, torch::Device device);
+  ~GraphedTrainStep();
+  GraphedTrainStep(const GraphedTrainStep&) = delete;
+  GraphedTrainStep& operator=(const GraphedTrainStep&) = delete;
+
+  // One optimizer step on images (B, C, H, W) and labels (B) on the device. Returns the step's
+  // loss, () float32, in a tensor of its own (the next step does not overwrite it). Throws
+  // Error, saying to run without --cuda-graphs, when capturing fails.
+  torch::Tensor Step(const torch::Tensor& images, const torch::Tensor& labels);
+
+  // For summary.json: whether a graph was captured, and how many steps replayed it or ran eagerly.
+  bool captured() const;
+  int64_t replays() const { return replays_; }
+  int64_t eager_steps() const { return eager_steps_; }
+
+ private:
+  // The step itself, eager or under capture; returns the loss ().
+  torch::Tensor Run(const torch::Tensor& images, const torch::Tensor& labels, bool capturing);
+  void Capture(const torch::Tensor& images, const torch::Tensor& labels);
+
+  Classifier& model_;
+  FusedOptimizer& optimizer_;
+  GradScaler& scaler_;
+  Precision precision_;
+  double label_smoothing_;
+  bool skip_nonfinite_;
+  torch::Device device_;
+
+  struct Graph;  // the CUDA graph and its static input and output tensors
+  std::unique_ptr<Graph> graph_;
+  int64_t replays_ = 0;
+  int64_t eager_steps_ = 0;
+};
+
+}  // namespace mgpu
