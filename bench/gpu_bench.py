@@ -145,6 +145,8 @@ def main():
     parser.add_argument("--ddp-only", action="store_true", help="no one-GPU rows (same as leaving 1 out of --worlds)")
     parser.add_argument("--bucket-caps", default="", help="e.g. 1,5,25,100: also sweep mgpu's --bucket-cap-mb "
                         "(MiB) on the DDP rows")
+    parser.add_argument("--mgpu-flags", default="", help="extra mgpu-worker flags for every mgpu row, e.g. "
+                        "'--data-on-device true' (PyTorch's reference holds its batch on the GPU)")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     gpus = torch.cuda.device_count()
@@ -164,7 +166,7 @@ def main():
             for mode in modes:
                 for precision in precisions if world == 1 else multi_precisions:
                     out = os.path.join(args.out, f"{model}-{precision}-{mode}{world}")
-                    m = mgpu_run(args, model, precision, world, out, mode=mode)
+                    m = mgpu_run(args, model, precision, world, out, extra_flags=args.mgpu_flags.split(), mode=mode)
                     p = pytorch_run(args, model, precision, world, mode=mode)
                     rows.append({"model": model, "precision": precision, "world": world, "mode": mode,
                                  "mgpu": m, "pytorch": p})
@@ -173,7 +175,8 @@ def main():
                         print(f"warning: {model} has {m['parameters']} parameters in mgpu, {p['parameters']} in "
                               "the PyTorch reference: the rows do not compare the same model", flush=True)
                     for cap in (args.bucket_caps.split(",") if args.bucket_caps and mode == "ddp" else []):
-                        m = mgpu_run(args, model, precision, world, f"{out}-bucket{cap}", ["--bucket-cap-mb", cap])
+                        m = mgpu_run(args, model, precision, world, f"{out}-bucket{cap}",
+                                     args.mgpu_flags.split() + ["--bucket-cap-mb", cap])
                         sweep.append({"model": model, "precision": precision, "world": world,
                                       "bucket_cap_mb": float(cap), "mgpu": m})
                         print(json.dumps(sweep[-1]), flush=True)
