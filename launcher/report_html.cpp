@@ -116,7 +116,9 @@ RunData Extract(const ComparisonRow& row, size_t index) {
   for (size_t i = 0; i < epochs.size(); ++i) {
     const nlohmann::json& e = epochs[i];
     if (!e.is_object()) continue;
-    const double epoch = IsFinite(e.value("epoch", nlohmann::json())) ? e["epoch"].get<double>() : double(i + 1);
+    // epochs_detail counts epochs from 0, as metrics.csv does; the chart counts from 1, as the
+    // log's "epoch 1/N" and the reader do.
+    const double epoch = (IsFinite(e.value("epoch", nlohmann::json())) ? e["epoch"].get<double>() : double(i)) + 1;
     if (IsFinite(e.value("test_accuracy", nlohmann::json()))) run.accuracy.emplace_back(epoch, e["test_accuracy"].get<double>());
     if (IsFinite(e.value("images_per_second", nlohmann::json()))) {
       throughput_sum += e["images_per_second"].get<double>();
@@ -148,8 +150,9 @@ std::string Truncate(const std::string& text) {
   return text.size() <= kMaxLabelChars ? text : text.substr(0, kMaxLabelChars - 1) + "~";
 }
 
-// Round tick positions (1, 2 or 5 times a power of ten) covering [lo, hi].
-std::vector<double> NiceTicks(double lo, double hi) {
+// Round tick positions (1, 2 or 5 times a power of ten, and at least `min_step` apart) covering
+// [lo, hi].
+std::vector<double> NiceTicks(double lo, double hi, double min_step = 0) {
   if (!(hi > lo)) {
     const double pad = lo == 0 ? 1 : std::abs(lo) * 0.1;
     lo -= pad;
@@ -162,6 +165,7 @@ std::vector<double> NiceTicks(double lo, double hi) {
     if (step >= raw) break;
     step = m * magnitude;
   }
+  step = std::max(step, min_step);
   std::vector<double> ticks;
   for (double t = std::floor(lo / step) * step; t < hi + step * 0.999; t += step) ticks.push_back(t);
   return ticks;
@@ -244,7 +248,8 @@ std::string LineChart(const ChartText& text, const std::vector<LineSeries>& seri
     }
   }
   Frame frame(text, 380, y_lo, y_hi);
-  const std::vector<double> x_ticks = NiceTicks(x_lo, x_hi);
+  // x counts steps or epochs: a tick at 2.5 epochs would label a point that cannot exist.
+  const std::vector<double> x_ticks = NiceTicks(x_lo, x_hi, /*min_step=*/1);
   const double x_min = x_ticks.front(), x_max = x_ticks.back();
   auto x_of = [&](double x) { return Frame::kLeft + (x - x_min) / (x_max - x_min) * (Frame::kRight - Frame::kLeft); };
   const double step = x_ticks.size() > 1 ? x_ticks[1] - x_ticks[0] : 1;
@@ -407,19 +412,6 @@ std::string PerClassSection(const std::vector<ComparisonRow>& rows, const std::v
   return Section("per-class", text.title, series.empty() ? "" : BarChart(text, categories, series, false), left_out, "");
 }
 
-bool Failed(const ComparisonRow& row) {
-  return row.exit_code != 0 || !row.summary.is_object() || row.summary.value("status", "") != "ok";
-}
-
-std::string ErrorText(const ComparisonRow& row) {
-  if (row.summary.is_object() && row.summary.contains("error") && row.summary["error"].is_string() &&
-      !row.summary["error"].get<std::string>().empty()) {
-    return row.summary["error"].get<std::string>();
-  }
-  return row.summary.is_object() ? fmt::format("exit code {}", row.exit_code)
-                                 : fmt::format("exit code {}, no summary.json", row.exit_code);
-}
-
 std::string Cell(const ComparisonRow& row, const char* key) {
   if (!row.summary.is_object() || !row.summary.contains(key) || row.summary[key].is_null()) return "-";
   const auto& v = row.summary[key];
@@ -435,7 +427,7 @@ std::string ResultsTable(const std::vector<ComparisonRow>& rows, const std::vect
       "<th>peak MiB</th></tr></thead>\n<tbody>\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const ComparisonRow& row = rows[i];
-    const bool failed = Failed(row);
+    const bool failed = RunFailed(row);
     const double accuracy = row.summary.is_object() && IsFinite(row.summary.value("test_accuracy", nlohmann::json()))
                                 ? row.summary["test_accuracy"].get<double>() : kNaN;
     const double seconds = row.summary.is_object() && IsFinite(row.summary.value("total_seconds", nlohmann::json()))
@@ -445,7 +437,7 @@ std::string ResultsTable(const std::vector<ComparisonRow>& rows, const std::vect
         "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
         failed ? "failed" : "ok", runs[i].color, HtmlEscape(row.name), HtmlEscape(row.folder), Cell(row, "mode"),
         Cell(row, "precision"), Cell(row, "num_workers"), Cell(row, "batch_size"),
-        failed ? "failed: <span class=\"error\">" + HtmlEscape(ErrorText(row)) + "</span>" : std::string("ok"),
+        failed ? "failed: <span class=\"error\">" + HtmlEscape(RunError(row)) + "</span>" : std::string("ok"),
         Number(accuracy, 2), Number(seconds, 1), Number(runs[i].images_per_second, 0), Number(runs[i].peak_mib, 0));
   }
   return html + "</tbody>\n</table>\n<p class=\"note\">time s: whole run including start-up and evaluation; img/s: "

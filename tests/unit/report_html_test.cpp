@@ -38,6 +38,18 @@ std::vector<size_t> PolylinePointCounts(const std::string& svg) {
   return counts;
 }
 
+// The labels under the x axis of a line chart (the y axis's are right-aligned), in order.
+std::vector<std::string> XTickLabels(const std::string& svg) {
+  const std::string marker = "class=\"tick\"";
+  std::vector<std::string> labels;
+  for (size_t at = svg.find(marker); at != std::string::npos; at = svg.find(marker, at + 1)) {
+    const size_t close = svg.find('>', at);
+    if (svg.substr(at, close - at).find("text-anchor=\"middle\"") == std::string::npos) continue;
+    labels.push_back(svg.substr(close + 1, svg.find('<', close) - close - 1));
+  }
+  return labels;
+}
+
 void WriteMetrics(const std::string& folder, const std::vector<double>& losses) {
   std::string csv = "step,epoch,loss,lr\n";
   for (size_t i = 0; i < losses.size(); ++i) csv += std::to_string(i * 10) + ",0," + std::to_string(losses[i]) + ",0.1\n";
@@ -50,9 +62,9 @@ nlohmann::json OkSummary(double images_per_second_epoch1, double images_per_seco
           {"peak_memory_bytes", {peak_mib * 1048576 / 2, peak_mib * 1048576}},
           {"per_class_accuracy", {90.0, 93.0}}, {"class_names", nlohmann::json::array({"cat", "dog"})},
           {"epochs_detail",
-           nlohmann::json::array({{{"epoch", 1}, {"test_accuracy", 80.0}, {"images_per_second", images_per_second_epoch1},
+           nlohmann::json::array({{{"epoch", 0}, {"test_accuracy", 80.0}, {"images_per_second", images_per_second_epoch1},
              {"data_wait_seconds", 1.0}, {"compute_seconds", 4.0}, {"comm_seconds", 0.5}},
-            {{"epoch", 2}, {"test_accuracy", 91.5}, {"images_per_second", images_per_second_epoch2},
+            {{"epoch", 1}, {"test_accuracy", 91.5}, {"images_per_second", images_per_second_epoch2},
              {"data_wait_seconds", 1.0}, {"compute_seconds", 4.0}, {"comm_seconds", 0.5}}})}};
 }
 
@@ -104,6 +116,21 @@ TEST_F(ReportHtmlTest, AccuracyChartHasAPointPerEpochForEveryRunWithASummary) {
   const std::string accuracy = SectionOf(html_, "accuracy");
   EXPECT_EQ(PolylinePointCounts(accuracy), (std::vector<size_t>{2, 2, 2}));
   EXPECT_NE(accuracy.find("Not shown (no data): broken, crashed."), std::string::npos) << accuracy;
+}
+
+TEST_F(ReportHtmlTest, EpochsAreCountedFromOneOnWholeNumberTicks) {
+  // epochs_detail numbers epochs 0 and 1; the log calls them epoch 1/2 and 2/2.
+  EXPECT_EQ(XTickLabels(SectionOf(html_, "accuracy")), (std::vector<std::string>{"1", "2"}));
+}
+
+TEST(ReportHtml, OneEpochOrAFewStepsStillGetWholeNumberTicks) {
+  TempDir dir;
+  WriteBytes(dir / "metrics.csv", "step,loss\n2,2.3\n3,2.1\n");
+  const nlohmann::json summary = {{"status", "ok"},
+                                  {"epochs_detail", nlohmann::json::array({{{"epoch", 0}, {"test_accuracy", 12.5}}})}};
+  const std::string html = ReportHtml(ComparePlan{}, {{"one", dir.path(), 0, summary}});
+  EXPECT_EQ(XTickLabels(SectionOf(html, "accuracy")), (std::vector<std::string>{"0", "1", "2"}));
+  EXPECT_EQ(XTickLabels(SectionOf(html, "loss")), (std::vector<std::string>{"2", "3"}));
 }
 
 TEST_F(ReportHtmlTest, BarChartsShowEachRunsMeanThroughputPeakMemoryAndTimeSplit) {
