@@ -169,6 +169,25 @@ TEST_F(ReportHtmlTest, EscapesHtmlInRunNamesEverywhere) {
   EXPECT_GE(Count(html_, "base&lt;&amp;&gt;&quot;line&#39;"), 5u) << "table, curves and bars";
 }
 
+// The y of the x axis and of the x axis title under it, in a chart's SVG.
+std::pair<double, double> XAxisAndTitleY(const std::string& svg) {
+  const size_t axis = svg.find("y1=\"", svg.rfind("<line class=\"axis\"")) + 4;
+  const size_t title = svg.find("y=\"", svg.find("<text class=\"label\"")) + 3;
+  return {std::stod(svg.substr(axis)), std::stod(svg.substr(title))};
+}
+
+TEST(ReportHtml, BarChartsMakeRoomUnderTheBarsForTheirRotatedLabels) {
+  const nlohmann::json summary = {
+      {"status", "ok"}, {"epochs_detail", nlohmann::json::array({{{"epoch", 0}, {"images_per_second", 10.0}}})}};
+  const auto gap_for = [&](const std::string& name) {
+    const auto [axis, title] = XAxisAndTitleY(SectionOf(ReportHtml(ComparePlan{}, {{name, "/nonexistent", 0, summary}}), "throughput"));
+    return title - axis;
+  };
+  // An 18-character label at 35 degrees reaches about 18 x 7 px x sin(35) + 12 px = 84 px down.
+  EXPECT_GT(gap_for("a-long-run-name-18"), 12 + 84);
+  EXPECT_LT(gap_for("ab"), gap_for("a-long-run-name-18")) << "short names keep the chart compact";
+}
+
 TEST(ReportHtml, RunsWithoutAnyDataLeaveNoteInsteadOfCharts) {
   ComparePlan plan;
   plan.name = "all failed";
