@@ -83,7 +83,7 @@ install_test_python() {
     say "tests: cached tensorboard==$TENSORBOARD_VERSION in $TEST_VENV"
     return
   fi
-  say "tests: installing tensorboard==$TENSORBOARD_VERSION into $TEST_VENV (about 40 MB, once)"
+  say "tests: installing tensorboard==$TENSORBOARD_VERSION into $TEST_VENV (about 45 MB, once)"
   python3 -m venv "$TEST_VENV"
   "$TEST_VENV/bin/pip" install -q --disable-pip-version-check "tensorboard==$TENSORBOARD_VERSION"
 }

@@ -24,6 +24,11 @@ using namespace mgpu::testing;
 
 constexpr const char* kChromium = MGPU_CHROMIUM;
 constexpr const char* kTestPython = MGPU_TEST_PYTHON;
+// `make deps` runs set-up only when scripts/setup.sh changed since the last one; the script itself
+// re-checks everything and installs what is missing.
+constexpr const char* kRunSetup =
+    "run `make deps` (or `bash scripts/setup.sh build/.setup.env` where make says there is nothing to "
+    "do), which installs it, then build again";
 
 // The three runs of the comparison and the colours report.html gives them (its palette's first three).
 const std::vector<std::string> kRuns = {"sgd", "adam", "adam-2-workers"};
@@ -130,7 +135,7 @@ TEST_F(QuickComparison, WritesEveryFileForEveryRun) {
 TEST_F(QuickComparison, ReportRendersInHeadlessChromiumWithoutConsoleErrors) {
   ASSERT_EQ(result_->exit_code, 0) << result_->output;
   ASSERT_TRUE(kChromium[0] != '\0' && PathExists(kChromium))
-      << "Debian's chromium is missing (" << kChromium << "): run `make deps` (scripts/setup.sh installs it)";
+      << "Debian's chromium is missing ('" << kChromium << "'): " << kRunSetup;
   const std::string url = "file://" + out() + "/report.html";
 
   // The DOM Chromium built from the page: every chart is there as SVG with its curves and bars,
@@ -184,8 +189,7 @@ nlohmann::json ReadWithTensorBoard(const std::string& folder, const std::string&
 
 TEST(TensorBoardReader, ReadsEveryScalarAWorkerRunWroteAtItsStep) {
   ASSERT_TRUE(kTestPython[0] != '\0' && PathExists(kTestPython))
-      << "the test Python with tensorboard is missing ('" << kTestPython
-      << "'): run `make deps` (scripts/setup.sh installs it and the Makefile passes it to CMake)";
+      << "the test Python with tensorboard is missing ('" << kTestPython << "'): " << kRunSetup;
   TempDir dir;
   WriteTinyMnistLike(dir / "data", 256, 100);
   // 8 steps logged every 3: steps 3, 6 and the epoch's last, 8. Dynamic loss scaling puts a
