@@ -16,7 +16,8 @@ $(ENV_FILE): scripts/setup.sh
 configure: $(BUILD_DIR)/build.ninja
 $(BUILD_DIR)/build.ninja: $(ENV_FILE) CMakeLists.txt
 	. ./$(ENV_FILE) && cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
-	  -DCMAKE_PREFIX_PATH="$$TORCH_PREFIX" -DMGPU_PYTHON="$$MGPU_PYTHON"
+	  -DCMAKE_PREFIX_PATH="$$TORCH_PREFIX" -DMGPU_PYTHON="$$MGPU_PYTHON" \
+	  -DMGPU_TEST_PYTHON="$$MGPU_TEST_PYTHON"
 
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)

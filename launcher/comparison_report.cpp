@@ -27,8 +27,9 @@ std::string Fixed(const nlohmann::json& value, int digits) {
 bool HasSummary(const ComparisonRow& r) { return r.summary.is_object(); }
 
 std::string Status(const ComparisonRow& r) {
-  if (!HasSummary(r)) return fmt::format("failed (exit {}, no summary)", r.exit_code);
-  return r.summary.value("status", "failed") == "ok" ? "ok" : fmt::format("failed (exit {})", r.exit_code);
+  if (!RunFailed(r)) return "ok";
+  return HasSummary(r) ? fmt::format("failed (exit {})", r.exit_code)
+                       : fmt::format("failed (exit {}, no summary)", r.exit_code);
 }
 
 std::string Field(const ComparisonRow& r, const char* key) {
@@ -91,7 +92,7 @@ std::string Markdown(const ComparePlan& plan, const std::vector<ComparisonRow>& 
                         "logs.\n", row.exit_code);
       continue;
     }
-    if (row.summary.value("status", "") != "ok") md += "\nError: " + row.summary.value("error", "") + "\n";
+    if (RunFailed(row)) md += "\nError: " + RunError(row) + "\n";
     const auto& per_class = row.summary["per_class_accuracy"];
     const auto& names = row.summary.contains("class_names") ? row.summary["class_names"] : nlohmann::json::array();
     if (per_class.is_array() && !per_class.empty()) {
@@ -107,13 +108,26 @@ std::string Markdown(const ComparePlan& plan, const std::vector<ComparisonRow>& 
 
 }  // namespace
 
+bool RunFailed(const ComparisonRow& row) {
+  return row.exit_code != 0 || !HasSummary(row) || row.summary.value("status", "") != "ok";
+}
+
+std::string RunError(const ComparisonRow& row) {
+  if (HasSummary(row) && row.summary.contains("error") && row.summary["error"].is_string() &&
+      !row.summary["error"].get<std::string>().empty()) {
+    return row.summary["error"].get<std::string>();
+  }
+  return HasSummary(row) ? fmt::format("exit code {}", row.exit_code)
+                         : fmt::format("exit code {}, no summary.json", row.exit_code);
+}
+
 void WriteComparison(const std::string& out, const ComparePlan& plan, const std::vector<ComparisonRow>& rows) {
   std::string csv;
   for (size_t i = 0; i < Columns().size(); ++i) csv += (i ? "," : "") + CsvEscape(Columns()[i].header);
-  csv += ",folder\n";
+  csv += ",folder,error\n";
   for (const auto& row : rows) {
     for (size_t i = 0; i < Columns().size(); ++i) csv += (i ? "," : "") + CsvEscape(Columns()[i].cell(row));
-    csv += "," + CsvEscape(row.folder) + "\n";
+    csv += "," + CsvEscape(row.folder) + "," + CsvEscape(RunFailed(row) ? RunError(row) : "") + "\n";
   }
   WriteFileAtomically(out + "/comparison.csv", csv);
 

@@ -19,6 +19,13 @@ struct ComparisonRow {
   nlohmann::json summary;    // the run's summary.json; null if it wrote none
 };
 
+// Whether the run failed: a non-zero exit code, no summary.json, or a summary whose status is not
+// "ok". Every report marks the same runs failed.
+bool RunFailed(const ComparisonRow& row);
+
+// Why the run failed: its summary's error, else its exit code (and that it wrote no summary).
+std::string RunError(const ComparisonRow& row);
+
 // Writes comparison.csv, comparison.json, report.md and report.html into `out` (atomically, so a report of
 // the runs done so far survives an interrupted comparison).
 void WriteComparison(const std::string& out, const ComparePlan& plan, const std::vector<ComparisonRow>& rows);

@@ -19,6 +19,9 @@ constexpr double kMiB = 1024.0 * 1024.0;
 constexpr size_t kMaxCurvePoints = 2000;
 // Longest run or class name drawn inside a chart; the full name is in the tooltip and the table.
 constexpr size_t kMaxLabelChars = 18;
+// Bar charts' category labels: rotated by this angle (radians) so that long names fit under narrow
+// bars, in 12 px text whose characters are at most this wide (px) and lines this high.
+constexpr double kLabelAngle = 35 * M_PI / 180, kLabelCharWidth = 7, kLabelHeight = 12;
 
 // Tableau 10: distinguishable, and still tellable apart in greyscale print.
 const char* RunColor(size_t index) {
@@ -116,7 +119,9 @@ RunData Extract(const ComparisonRow& row, size_t index) {
   for (size_t i = 0; i < epochs.size(); ++i) {
     const nlohmann::json& e = epochs[i];
     if (!e.is_object()) continue;
-    const double epoch = IsFinite(e.value("epoch", nlohmann::json())) ? e["epoch"].get<double>() : double(i + 1);
+    // epochs_detail counts epochs from 0, as metrics.csv does; the chart counts from 1, as the
+    // log's "epoch 1/N" and the reader do.
+    const double epoch = (IsFinite(e.value("epoch", nlohmann::json())) ? e["epoch"].get<double>() : double(i)) + 1;
     if (IsFinite(e.value("test_accuracy", nlohmann::json()))) run.accuracy.emplace_back(epoch, e["test_accuracy"].get<double>());
     if (IsFinite(e.value("images_per_second", nlohmann::json()))) {
       throughput_sum += e["images_per_second"].get<double>();
@@ -148,8 +153,9 @@ std::string Truncate(const std::string& text) {
   return text.size() <= kMaxLabelChars ? text : text.substr(0, kMaxLabelChars - 1) + "~";
 }
 
-// Round tick positions (1, 2 or 5 times a power of ten) covering [lo, hi].
-std::vector<double> NiceTicks(double lo, double hi) {
+// Round tick positions (1, 2 or 5 times a power of ten, and at least `min_step` apart) covering
+// [lo, hi].
+std::vector<double> NiceTicks(double lo, double hi, double min_step = 0) {
   if (!(hi > lo)) {
     const double pad = lo == 0 ? 1 : std::abs(lo) * 0.1;
     lo -= pad;
@@ -162,6 +168,7 @@ std::vector<double> NiceTicks(double lo, double hi) {
     if (step >= raw) break;
     step = m * magnitude;
   }
+  step = std::max(step, min_step);
   std::vector<double> ticks;
   for (double t = std::floor(lo / step) * step; t < hi + step * 0.999; t += step) ticks.push_back(t);
   return ticks;
@@ -182,11 +189,14 @@ struct LegendEntry {
 };
 
 // The frame shared by all charts: title, axis labels, y grid with tick labels, legend on the right.
+// `bottom_margin` is the room under the plot for the x tick labels and the x axis title.
 class Frame {
  public:
   static constexpr double kWidth = 760, kLeft = 70, kTop = 40, kRight = 760 - 200;
 
-  Frame(const ChartText& text, double height, double y_lo, double y_hi) : bottom_(height - 70) {
+  Frame(const ChartText& text, double plot_height, double bottom_margin, double y_lo, double y_hi)
+      : bottom_(kTop + plot_height) {
+    const double height = bottom_ + bottom_margin;
     y_ticks_ = NiceTicks(y_lo, y_hi);
     svg_ = fmt::format(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" height=\"{1}\" role=\"img\">"
@@ -243,8 +253,11 @@ std::string LineChart(const ChartText& text, const std::vector<LineSeries>& seri
       x_lo = std::min(x_lo, x), x_hi = std::max(x_hi, x), y_lo = std::min(y_lo, y), y_hi = std::max(y_hi, y);
     }
   }
-  Frame frame(text, 380, y_lo, y_hi);
-  const std::vector<double> x_ticks = NiceTicks(x_lo, x_hi);
+  // A little room above and below, so that the highest and lowest points are not drawn on the frame.
+  const double y_pad = (y_hi - y_lo) * 0.05;
+  Frame frame(text, 270, 44, y_lo - y_pad, y_hi + y_pad);
+  // x counts steps or epochs: a tick at 2.5 epochs would label a point that cannot exist.
+  const std::vector<double> x_ticks = NiceTicks(x_lo, x_hi, /*min_step=*/1);
   const double x_min = x_ticks.front(), x_max = x_ticks.back();
   auto x_of = [&](double x) { return Frame::kLeft + (x - x_min) / (x_max - x_min) * (Frame::kRight - Frame::kLeft); };
   const double step = x_ticks.size() > 1 ? x_ticks[1] - x_ticks[0] : 1;
@@ -287,7 +300,11 @@ std::string BarChart(const ChartText& text, const std::vector<std::string>& cate
     }
     y_hi = std::max(y_hi, total);
   }
-  Frame frame(text, 400, 0, y_hi);
+  // Category labels are drawn rotated under the bars; the axis title goes below the longest.
+  size_t longest = 0;
+  for (const auto& c : categories) longest = std::max(longest, Truncate(c).size());
+  const double label_depth = kLabelCharWidth * longest * std::sin(kLabelAngle) + kLabelHeight;
+  Frame frame(text, 290, 12 + label_depth + 22, 0, y_hi);
   const double band = (Frame::kRight - Frame::kLeft) / categories.size();
   const double bar_width = stacked ? band * 0.6 : band * 0.8 / series.size();
   for (size_t c = 0; c < categories.size(); ++c) {
@@ -304,9 +321,9 @@ std::string BarChart(const ChartText& text, const std::vector<std::string>& cate
                             x, top, bar_width, height, color, HtmlEscape(categories[c]), HtmlEscape(series[s].name), v));
       if (stacked) base += v;
     }
-    frame.Add(fmt::format("<text class=\"tick\" transform=\"translate({:.1f} {}) rotate(-35)\" text-anchor=\"end\">{}"
+    frame.Add(fmt::format("<text class=\"tick\" transform=\"translate({:.1f} {}) rotate({:.0f})\" text-anchor=\"end\">{}"
                           "<title>{}</title></text>\n",
-                          band_left + band / 2, frame.bottom() + 12, HtmlEscape(Truncate(categories[c])),
+                          band_left + band / 2, frame.bottom() + 12, -kLabelAngle * 180 / M_PI, HtmlEscape(Truncate(categories[c])),
                           HtmlEscape(categories[c])));
   }
   std::vector<LegendEntry> legend;
@@ -407,19 +424,6 @@ std::string PerClassSection(const std::vector<ComparisonRow>& rows, const std::v
   return Section("per-class", text.title, series.empty() ? "" : BarChart(text, categories, series, false), left_out, "");
 }
 
-bool Failed(const ComparisonRow& row) {
-  return row.exit_code != 0 || !row.summary.is_object() || row.summary.value("status", "") != "ok";
-}
-
-std::string ErrorText(const ComparisonRow& row) {
-  if (row.summary.is_object() && row.summary.contains("error") && row.summary["error"].is_string() &&
-      !row.summary["error"].get<std::string>().empty()) {
-    return row.summary["error"].get<std::string>();
-  }
-  return row.summary.is_object() ? fmt::format("exit code {}", row.exit_code)
-                                 : fmt::format("exit code {}, no summary.json", row.exit_code);
-}
-
 std::string Cell(const ComparisonRow& row, const char* key) {
   if (!row.summary.is_object() || !row.summary.contains(key) || row.summary[key].is_null()) return "-";
   const auto& v = row.summary[key];
@@ -435,7 +439,7 @@ std::string ResultsTable(const std::vector<ComparisonRow>& rows, const std::vect
       "<th>peak MiB</th></tr></thead>\n<tbody>\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const ComparisonRow& row = rows[i];
-    const bool failed = Failed(row);
+    const bool failed = RunFailed(row);
     const double accuracy = row.summary.is_object() && IsFinite(row.summary.value("test_accuracy", nlohmann::json()))
                                 ? row.summary["test_accuracy"].get<double>() : kNaN;
     const double seconds = row.summary.is_object() && IsFinite(row.summary.value("total_seconds", nlohmann::json()))
@@ -445,7 +449,7 @@ std::string ResultsTable(const std::vector<ComparisonRow>& rows, const std::vect
         "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
         failed ? "failed" : "ok", runs[i].color, HtmlEscape(row.name), HtmlEscape(row.folder), Cell(row, "mode"),
         Cell(row, "precision"), Cell(row, "num_workers"), Cell(row, "batch_size"),
-        failed ? "failed: <span class=\"error\">" + HtmlEscape(ErrorText(row)) + "</span>" : std::string("ok"),
+        failed ? "failed: <span class=\"error\">" + HtmlEscape(RunError(row)) + "</span>" : std::string("ok"),
         Number(accuracy, 2), Number(seconds, 1), Number(runs[i].images_per_second, 0), Number(runs[i].peak_mib, 0));
   }
   return html + "</tbody>\n</table>\n<p class=\"note\">time s: whole run including start-up and evaluation; img/s: "
@@ -453,14 +457,15 @@ std::string ResultsTable(const std::vector<ComparisonRow>& rows, const std::vect
                 "</section>\n";
 }
 
+// svg overflow: the first category's rotated label may reach left of the chart's box.
 constexpr const char* kStyle = R"(body{font-family:system-ui,sans-serif;margin:2em auto;max-width:980px;color:#222}
 h1{margin-bottom:.2em}table{border-collapse:collapse;font-size:14px}
 th,td{border:1px solid #ccc;padding:4px 8px;text-align:right;vertical-align:top}
-th:first-child,td:first-child,td:nth-child(6){text-align:left}
+th:first-child,td:first-child,th:nth-child(6),td:nth-child(6){text-align:left}td:nth-child(6){max-width:22em}
 tr.failed{background:#fdecea}.error{color:#b3261e}.folder{color:#777;font-size:11px}
 .swatch{display:inline-block;width:10px;height:10px;margin-right:6px}
 figure{margin:0}figcaption,.note,.empty{color:#555;font-size:13px}
-svg text{font-size:12px;fill:#333}svg .title{font-size:15px;font-weight:600}
+svg{overflow:visible}svg text{font-size:12px;fill:#333}svg .title{font-size:15px;font-weight:600}
 svg .grid{stroke:#e5e5e5}svg .axis{stroke:#333}svg .series{stroke-width:2}
 )";
 

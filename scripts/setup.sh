@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs what mgpu needs on a Debian 12 machine, idempotently, and says what it installs.
 #   scripts/setup.sh ENV_FILE
-# Writes ENV_FILE (sourced by the Makefile) with TORCH_PREFIX (LibTorch's CMake prefix) and
-# MGPU_PYTHON (a Python that imports the same torch, for the PyTorch reference benchmarks).
+# Writes ENV_FILE (sourced by the Makefile) with TORCH_PREFIX (LibTorch's CMake prefix),
+# MGPU_PYTHON (a Python that imports the same torch, for the PyTorch reference benchmarks)
+# and MGPU_TEST_PYTHON (a Python with the pinned `tensorboard` package, whose own event reader
+# the tests check our event files against). The tests also open report.html in Debian's
+# chromium, one of the packages below.
 #
 # LibTorch comes from, in order: Torch_DIR or TORCH_PREFIX if set; `python3 -c 'import torch'`
 # if that works; else the pinned torch wheel in a virtual environment cached outside the
@@ -13,6 +16,10 @@ readonly TORCH_VERSION=2.11.0
 readonly ENV_FILE=${1:?usage: scripts/setup.sh ENV_FILE}
 readonly CACHE_DIR=${MGPU_CACHE:-$HOME/.cache/mgpu}
 readonly VENV=$CACHE_DIR/venv-torch-$TORCH_VERSION
+readonly TENSORBOARD_VERSION=2.21.0
+# Its own small venv, not the torch one: MGPU_PYTHON may be a system Python that pip must not
+# change, and the tests need nothing from torch.
+readonly TEST_VENV=$CACHE_DIR/venv-tensorboard-$TENSORBOARD_VERSION
 
 # Build and run dependencies (Debian 12 package names).
 readonly DEBIAN_PACKAGES=(
@@ -23,6 +30,7 @@ readonly DEBIAN_PACKAGES=(
   libjpeg62-turbo-dev libpng-dev
   openssl
   dataset-fashion-mnist
+  chromium
 )
 
 say() { printf '[setup] %s\n' "$*"; }
@@ -68,12 +76,26 @@ find_torch() {
   fi
 }
 
+# The test environment's Python: tensorboard==$TENSORBOARD_VERSION, installed once.
+install_test_python() {
+  if "$TEST_VENV/bin/python" -c "import tensorboard, sys; sys.exit(tensorboard.__version__ != '$TENSORBOARD_VERSION')" \
+      2>/dev/null; then
+    say "tests: cached tensorboard==$TENSORBOARD_VERSION in $TEST_VENV"
+    return
+  fi
+  say "tests: installing tensorboard==$TENSORBOARD_VERSION into $TEST_VENV (about 45 MB, once)"
+  python3 -m venv "$TEST_VENV"
+  "$TEST_VENV/bin/pip" install -q --disable-pip-version-check "tensorboard==$TENSORBOARD_VERSION"
+}
+
 install_debian_packages
+install_test_python
 mapfile -t torch_info < <(find_torch)
 mkdir -p "$(dirname "$ENV_FILE")"
 cat > "$ENV_FILE.tmp" <<ENV
 TORCH_PREFIX=${torch_info[0]}
 MGPU_PYTHON=${torch_info[1]}
+MGPU_TEST_PYTHON=$TEST_VENV/bin/python
 ENV
 mv "$ENV_FILE.tmp" "$ENV_FILE"
 say "wrote $ENV_FILE"

@@ -35,6 +35,21 @@ TEST(MgpuCompare, RunsEveryRowReportsFailuresAndKeepsGoing) {
   const std::string report = ReadText(dir / "out/report.md");
   EXPECT_NE(report.find("| broken/num-workers=2 |"), std::string::npos) << report;
   EXPECT_NE(report.find("failed (exit 2)"), std::string::npos) << report;
+  EXPECT_NE(report.find("\nError: bad input: data folder " + dir / "nowhere"), std::string::npos)
+      << "the error, under the run: " << report;
+  // comparison.csv: the same status, and the error in its own column.
+  const std::string csv = ReadText(dir / "out/comparison.csv");
+  const std::string header = csv.substr(0, csv.find('\n'));
+  EXPECT_EQ(header.substr(header.rfind(",folder")), ",folder,error") << csv;
+  const size_t broken_row = csv.find("\nbroken/num-workers=0,");
+  ASSERT_NE(broken_row, std::string::npos) << csv;
+  const std::string broken = csv.substr(broken_row + 1, csv.find('\n', broken_row + 1) - broken_row - 1);
+  EXPECT_NE(broken.find(",failed (exit 2),"), std::string::npos) << broken;
+  EXPECT_NE(broken.find(dir / "nowhere"), std::string::npos) << "the error names the missing folder: " << broken;
+  const size_t good_row = csv.find("\ngood/num-workers=0,");
+  ASSERT_NE(good_row, std::string::npos) << csv;
+  EXPECT_NE(csv.find(",ok,", good_row), std::string::npos) << csv;
+  EXPECT_EQ(csv[csv.find('\n', good_row + 1) - 1], ',') << "no error for a run that succeeded: " << csv;
   EXPECT_NE(result.output.find("2 of 4 runs failed"), std::string::npos) << result.output;
   const std::string html = ReadText(dir / "out/report.html");
   EXPECT_NE(html.find("<svg"), std::string::npos);

@@ -38,6 +38,18 @@ std::vector<size_t> PolylinePointCounts(const std::string& svg) {
   return counts;
 }
 
+// The labels under the x axis of a line chart (the y axis's are right-aligned), in order.
+std::vector<std::string> XTickLabels(const std::string& svg) {
+  const std::string marker = "class=\"tick\"";
+  std::vector<std::string> labels;
+  for (size_t at = svg.find(marker); at != std::string::npos; at = svg.find(marker, at + 1)) {
+    const size_t close = svg.find('>', at);
+    if (svg.substr(at, close - at).find("text-anchor=\"middle\"") == std::string::npos) continue;
+    labels.push_back(svg.substr(close + 1, svg.find('<', close) - close - 1));
+  }
+  return labels;
+}
+
 void WriteMetrics(const std::string& folder, const std::vector<double>& losses) {
   std::string csv = "step,epoch,loss,lr\n";
   for (size_t i = 0; i < losses.size(); ++i) csv += std::to_string(i * 10) + ",0," + std::to_string(losses[i]) + ",0.1\n";
@@ -50,9 +62,9 @@ nlohmann::json OkSummary(double images_per_second_epoch1, double images_per_seco
           {"peak_memory_bytes", {peak_mib * 1048576 / 2, peak_mib * 1048576}},
           {"per_class_accuracy", {90.0, 93.0}}, {"class_names", nlohmann::json::array({"cat", "dog"})},
           {"epochs_detail",
-           nlohmann::json::array({{{"epoch", 1}, {"test_accuracy", 80.0}, {"images_per_second", images_per_second_epoch1},
+           nlohmann::json::array({{{"epoch", 0}, {"test_accuracy", 80.0}, {"images_per_second", images_per_second_epoch1},
              {"data_wait_seconds", 1.0}, {"compute_seconds", 4.0}, {"comm_seconds", 0.5}},
-            {{"epoch", 2}, {"test_accuracy", 91.5}, {"images_per_second", images_per_second_epoch2},
+            {{"epoch", 1}, {"test_accuracy", 91.5}, {"images_per_second", images_per_second_epoch2},
              {"data_wait_seconds", 1.0}, {"compute_seconds", 4.0}, {"comm_seconds", 0.5}}})}};
 }
 
@@ -106,6 +118,21 @@ TEST_F(ReportHtmlTest, AccuracyChartHasAPointPerEpochForEveryRunWithASummary) {
   EXPECT_NE(accuracy.find("Not shown (no data): broken, crashed."), std::string::npos) << accuracy;
 }
 
+TEST_F(ReportHtmlTest, EpochsAreCountedFromOneOnWholeNumberTicks) {
+  // epochs_detail numbers epochs 0 and 1; the log calls them epoch 1/2 and 2/2.
+  EXPECT_EQ(XTickLabels(SectionOf(html_, "accuracy")), (std::vector<std::string>{"1", "2"}));
+}
+
+TEST(ReportHtml, OneEpochOrAFewStepsStillGetWholeNumberTicks) {
+  TempDir dir;
+  WriteBytes(dir / "metrics.csv", "step,loss\n2,2.3\n3,2.1\n");
+  const nlohmann::json summary = {{"status", "ok"},
+                                  {"epochs_detail", nlohmann::json::array({{{"epoch", 0}, {"test_accuracy", 12.5}}})}};
+  const std::string html = ReportHtml(ComparePlan{}, {{"one", dir.path(), 0, summary}});
+  EXPECT_EQ(XTickLabels(SectionOf(html, "accuracy")), (std::vector<std::string>{"0", "1", "2"}));
+  EXPECT_EQ(XTickLabels(SectionOf(html, "loss")), (std::vector<std::string>{"2", "3"}));
+}
+
 TEST_F(ReportHtmlTest, BarChartsShowEachRunsMeanThroughputPeakMemoryAndTimeSplit) {
   const std::string throughput = SectionOf(html_, "throughput");
   EXPECT_EQ(Count(throughput, "class=\"bar\""), 3u);
@@ -140,6 +167,25 @@ TEST_F(ReportHtmlTest, EscapesHtmlInRunNamesEverywhere) {
   EXPECT_EQ(html_.find("<&>"), std::string::npos);
   EXPECT_EQ(html_.find("line'"), std::string::npos);
   EXPECT_GE(Count(html_, "base&lt;&amp;&gt;&quot;line&#39;"), 5u) << "table, curves and bars";
+}
+
+// The y of the x axis and of the x axis title under it, in a chart's SVG.
+std::pair<double, double> XAxisAndTitleY(const std::string& svg) {
+  const size_t axis = svg.find("y1=\"", svg.rfind("<line class=\"axis\"")) + 4;
+  const size_t title = svg.find("y=\"", svg.find("<text class=\"label\"")) + 3;
+  return {std::stod(svg.substr(axis)), std::stod(svg.substr(title))};
+}
+
+TEST(ReportHtml, BarChartsMakeRoomUnderTheBarsForTheirRotatedLabels) {
+  const nlohmann::json summary = {
+      {"status", "ok"}, {"epochs_detail", nlohmann::json::array({{{"epoch", 0}, {"images_per_second", 10.0}}})}};
+  const auto gap_for = [&](const std::string& name) {
+    const auto [axis, title] = XAxisAndTitleY(SectionOf(ReportHtml(ComparePlan{}, {{name, "/nonexistent", 0, summary}}), "throughput"));
+    return title - axis;
+  };
+  // An 18-character label at 35 degrees reaches about 18 x 7 px x sin(35) + 12 px = 84 px down.
+  EXPECT_GT(gap_for("a-long-run-name-18"), 12 + 84);
+  EXPECT_LT(gap_for("ab"), gap_for("a-long-run-name-18")) << "short names keep the chart compact";
 }
 
 TEST(ReportHtml, RunsWithoutAnyDataLeaveNoteInsteadOfCharts) {
