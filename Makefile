@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 ENV_FILE := $(BUILD_DIR)/.setup.env
 CTEST_ARGS ?=
 
-.PHONY: all deps configure build test demo bench-cpu bench-cpu-workers bench-cpu-ddp clean
+.PHONY: all deps configure build test demo bench-cpu bench-cpu-workers bench-cpu-ddp bench-gpu clean
 
 all: build
 
@@ -40,6 +40,10 @@ bench-cpu-workers: build
 # DDP over Gloo, 2 processes: mgpu-worker against PyTorch's DistributedDataParallel.
 bench-cpu-ddp: build
 	bash bench/cpu_ddp.sh $(BUILD_DIR)
+
+# Every GPU claim against PyTorch on a GPU host (bench/run_all.sh; results in bench-results-DATE/).
+bench-gpu: build
+	. ./$(ENV_FILE) && MGPU_PYTHON="$$MGPU_PYTHON" bash bench/run_all.sh $(BUILD_DIR)
 
 clean:
 	rm -rf $(BUILD_DIR)

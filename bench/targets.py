@@ -1,0 +1,163 @@
+"""One table of every performance target the issues set, read from the benchmark drivers' JSON
+files, each shown met, missed (with the measured value) or not measured (with the driver that
+measures it). bench/run_all.sh calls it at the end; it also reads stored results:
+
+    python3 bench/targets.py FILE.json [FILE.json ...]
+
+Recognized files: gpu_bench.py's bench-results.json (DDP/DataParallel/precision rows),
+dp_bench.py's dp-bench-results.json, speed_bench.py's speed-bench.json, launcher_bench.py's
+launcher-bench.json and allreduce_sweep.py's allreduce-sweep.json.
+"""
+import json
+import sys
+
+
+def kind_of(data):
+    if "rows" in data:
+        return "gpu"
+    if "mgpu" in data and "pytorch" in data:
+        return "allreduce"
+    results = data.get("results", {})
+    if "lenet-synthetic" in results or "resnet18-bf16" in results or "mnist-epoch" in results:
+        return "speed"
+    if "mgpu run" in results:
+        return "launcher"
+    if any(k.startswith("lenet-w") or k == "resnet18" for k in results):
+        return "dp"
+    return None
+
+
+def ok(value, key):
+    return isinstance(value, dict) and key in value and "error" not in value and "failed" not in value
+
+
+class Table:
+    def __init__(self):
+        self.rows = []
+
+    def add(self, issue, target, measured, met, source):
+        self.rows.append((issue, target, measured, "met" if met else "missed", source))
+
+    def absent(self, issue, target, driver):
+        self.rows.append((issue, target, "-", "not measured", driver))
+
+    def print(self):
+        print("| issue | target | measured | verdict | from |\n| --- | --- | --- | --- | --- |")
+        for row in self.rows:
+            print("| " + " | ".join(str(c) for c in row) + " |")
+
+
+def gpu_targets(table, data, source):
+    singles = {(r["model"], r["precision"]): r for r in data["rows"] if r["world"] == 1}
+    for r in data["rows"]:
+        m, p = r["mgpu"], r["pytorch"]
+        if not (ok(m, "images_per_second") and ok(p, "images_per_second")):
+            table.add(4 if r["world"] > 1 else 6, f"{r['model']} {r['precision']} x{r['world']} {r.get('mode', '')} runs",
+                      (m.get("error") or p.get("error") or "")[:80], False, source)
+            continue
+        ratio = m["images_per_second"] / p["images_per_second"]
+        if r["world"] > 1 and r.get("mode", "ddp") == "ddp":
+            table.add(4, f"{r['model']} {r['precision']} DDP x{r['world']}: mgpu >= PyTorch img/s", f"{ratio:.2f}x",
+                      ratio >= 1.0, source)
+            single = singles.get((r["model"], r["precision"]))
+            if single and ok(single["mgpu"], "images_per_second"):
+                scaling = m["images_per_second"] / (single["mgpu"]["images_per_second"] * r["world"])
+                table.add(4, f"{r['model']} {r['precision']} DDP x{r['world']}: scaling >= 95%", f"{scaling:.0%}",
+                          scaling >= 0.95, source)
+        elif r["world"] == 1 and r["precision"] in ("amp-fp16", "amp-bf16") and r["model"] in ("resnet18", "vgg19"):
+            table.add(6, f"{r['model']} {r['precision']}: mgpu >= PyTorch img/s", f"{ratio:.2f}x", ratio >= 1.0, source)
+            memory = m["peak_memory_bytes"] / p["peak_memory_bytes"]
+            table.add(6, f"{r['model']} {r['precision']}: peak memory <= PyTorch + 5%", f"{memory:.2f}x",
+                      memory <= 1.05, source)
+
+
+def dp_targets(table, data, source):
+    results = data["results"]
+    resnet = results.get("resnet18", {})
+    one, dp, torch_dp = resnet.get("mgpu 1 GPU"), resnet.get("mgpu dp"), resnet.get("PyTorch nn.DataParallel")
+    if ok(one, "images_per_second") and ok(dp, "images_per_second"):
+        x = dp["images_per_second"] / one["images_per_second"]
+        table.add(5, "ResNet-18 fp32 batch 512: mgpu dp >= 1.7x one GPU", f"{x:.2f}x", x >= 1.7, source)
+    if ok(dp, "images_per_second") and ok(torch_dp, "images_per_second"):
+        x = dp["images_per_second"] / torch_dp["images_per_second"]
+        table.add(5, "ResNet-18 fp32 batch 512: mgpu dp >= 1.5x nn.DataParallel", f"{x:.2f}x", x >= 1.5, source)
+    lenet = results.get("lenet-w4", {})
+    one, dp, torch_dp = lenet.get("mgpu 1 GPU"), lenet.get("mgpu dp"), lenet.get("PyTorch nn.DataParallel")
+    if ok(one, "epoch_seconds") and ok(dp, "epoch_seconds"):
+        x = dp["epoch_seconds"] / one["epoch_seconds"]
+        table.add(5, "LeNet batch 32, 4 workers: mgpu dp epoch <= 1.2x one GPU", f"{x:.2f}x", x <= 1.2, source)
+    if ok(dp, "epoch_seconds"):
+        if ok(torch_dp, "epoch_seconds"):
+            x = dp["epoch_seconds"] / torch_dp["epoch_seconds"]
+            table.add(5, "LeNet batch 32, 4 workers: mgpu dp epoch <= 0.3x nn.DataParallel", f"{x:.2f}x", x <= 0.3, source)
+        elif isinstance(torch_dp, dict) and "failed" in torch_dp:
+            table.add(5, "LeNet batch 32, 4 workers: mgpu dp epoch <= 0.3x nn.DataParallel",
+                      f"nn.DataParallel {torch_dp['failed'][:60]}", False, source)
+
+
+def speed_targets(table, data, source):
+    results = data["results"]
+    lenet = results.get("lenet-synthetic", {})
+    base, fast = lenet.get("PyTorch eager"), lenet.get("mgpu --data-on-device --cuda-graphs")
+    if ok(base, "images_per_second") and ok(fast, "images_per_second"):
+        x = fast["images_per_second"] / base["images_per_second"]
+        table.add(10, "LeNet batch 32 --cuda-graphs: >= 3x PyTorch steps/s", f"{x:.2f}x", x >= 3, source)
+    resnet = results.get("resnet18-bf16", {})
+    base = resnet.get("PyTorch eager")
+    fast = resnet.get("mgpu --data-on-device --channels-last --cuda-graphs")
+    if ok(base, "images_per_second") and ok(fast, "images_per_second"):
+        x = fast["images_per_second"] / base["images_per_second"]
+        table.add(10, "ResNet-18 amp-bf16 channels-last + graphs: >= 1.15x PyTorch eager", f"{x:.2f}x", x >= 1.15,
+                  source)
+
+
+def launcher_targets(table, data, source):
+    runs = data["results"]
+    means = {how: sum(r["images_per_second"] for r in rs) / len(rs) for how, rs in runs.items()
+             if rs and all("images_per_second" in r for r in rs)}
+    if "mgpu run" in means and "mpirun" in means:
+        x = means["mgpu run"] / means["mpirun"]
+        table.add(7, "mgpu run within 3% of mpirun (DDP, NCCL)", f"{x:.3f}x", x >= 0.97, source)
+
+
+def allreduce_targets(table, data, source):
+    rows = data["mgpu"].get("rows", [])
+    if rows:
+        biggest = max(rows, key=lambda r: r["bytes"])
+        theirs = {r["bytes"]: r["busbw_gbps"] for r in data["pytorch"].get("rows", [])}.get(biggest["bytes"])
+        measured = f"{biggest['busbw_gbps']:.0f} GB/s at {biggest['bytes'] >> 20} MiB" + (
+            f" (PyTorch {theirs:.0f})" if theirs else "")
+        table.add(10, "all-reduce busbw sweep through mgpu's communicator, next to NCCL's", measured, True, source)
+
+
+HANDLERS = {"gpu": gpu_targets, "dp": dp_targets, "speed": speed_targets, "launcher": launcher_targets,
+            "allreduce": allreduce_targets}
+DRIVERS = {"gpu": "bench/gpu_bench.py", "dp": "bench/dp_bench.py", "speed": "bench/speed_bench.py",
+           "launcher": "bench/launcher_bench.py", "allreduce": "bench/allreduce_sweep.py"}
+
+
+def main():
+    if len(sys.argv) < 2:
+        raise SystemExit(__doc__)
+    table, seen = Table(), set()
+    for path in sys.argv[1:]:
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except (OSError, json.JSONDecodeError) as e:
+            raise SystemExit(f"{path}: cannot read it as JSON ({e})")
+        kind = kind_of(data)
+        if kind is None:
+            raise SystemExit(f"{path}: not a result file of any bench driver (see --help)")
+        seen.add(kind)
+        HANDLERS[kind](table, data, path.split("/")[-1])
+    for kind, driver in DRIVERS.items():
+        if kind not in seen:
+            table.absent("-", f"targets measured by {driver}", driver)
+    table.absent(6, "fp16 without scaling at a high lr stops with exit 3; amp-fp16 + dynamic scaling stays finite",
+                 "tests/gpu/amp_cuda_test.cpp (ctest -L gpu)")
+    table.print()
+
+
+if __name__ == "__main__":
+    main()
