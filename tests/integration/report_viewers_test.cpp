@@ -34,19 +34,6 @@ constexpr const char* kRunSetup =
 const std::vector<std::string> kRuns = {"sgd", "adam", "adam-2-workers"};
 const std::vector<uint32_t> kRunColors = {0x4e79a7, 0xf28e2b, 0xe15759};
 
-size_t Count(const std::string& text, const std::string& needle) {
-  size_t n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++n;
-  return n;
-}
-
-// The <section id="..."> ... </section> of one chart or table.
-std::string SectionOf(const std::string& html, const std::string& id) {
-  const size_t begin = html.find("<section id=\"" + id + "\">");
-  if (begin == std::string::npos) return "";
-  return html.substr(begin, html.find("</section>", begin) - begin);
-}
-
 // Values of one CSV file's column, by header name (no quoted fields: metrics.csv has none).
 std::vector<double> CsvColumn(const std::string& path, const std::string& column) {
   std::vector<std::vector<std::string>> rows;

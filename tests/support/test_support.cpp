@@ -169,4 +169,16 @@ bool WaitFor(const std::function<bool()>& condition, double seconds) {
   return condition();
 }
 
+size_t Count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++n;
+  return n;
+}
+
+std::string SectionOf(const std::string& html, const std::string& id) {
+  const size_t begin = html.find("<section id=\"" + id + "\">");
+  if (begin == std::string::npos) return "";
+  return html.substr(begin, html.find("</section>", begin) - begin);
+}
+
 }  // namespace mgpu::testing

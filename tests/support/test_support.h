@@ -74,6 +74,11 @@ std::string ReadText(const std::string& path);
 // Lines in the file at `path`; 0 when it does not exist (yet).
 int LineCount(const std::string& path);
 
+// Non-overlapping occurrences of `needle` in `text`.
+size_t Count(const std::string& text, const std::string& needle);
+// The <section id="..."> ... </section> of one chart or table of a report.html ("" if absent).
+std::string SectionOf(const std::string& html, const std::string& id);
+
 // Polls `condition` every 50 ms for up to `seconds`; returns whether it became true.
 bool WaitFor(const std::function<bool()>& condition, double seconds);
 

@@ -13,19 +13,8 @@ namespace {
 
 using testing::TempDir;
 using testing::WriteBytes;
-
-size_t Count(const std::string& text, const std::string& needle) {
-  size_t n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++n;
-  return n;
-}
-
-// The <section id="..."> ... </section> of one chart or table.
-std::string SectionOf(const std::string& html, const std::string& id) {
-  const size_t begin = html.find("<section id=\"" + id + "\">");
-  if (begin == std::string::npos) return "";
-  return html.substr(begin, html.find("</section>", begin) - begin);
-}
+using testing::Count;
+using testing::SectionOf;
 
 // The number of points of each polyline, in order.
 std::vector<size_t> PolylinePointCounts(const std::string& svg) {
