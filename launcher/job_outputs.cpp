@@ -56,12 +56,15 @@ std::optional<JobProgress> ReadProgress(const std::string& run_folder) {
   const int step = Column(header, "step"), epoch = Column(header, "epoch"), loss = Column(header, "loss"),
             speed = Column(header, "images_per_second");
   if (step < 0 || epoch < 0 || loss < 0 || speed < 0) return std::nullopt;
-  // The last line that ends with a newline is complete; the header is not a row.
-  if (tail.empty() || tail.back() != '\n' || static_cast<size_t>(size) <= header_end + 1) return std::nullopt;
-  const size_t previous = tail.rfind('\n', tail.size() - 2);
-  if (previous == std::string::npos && tail_start > 0) return std::nullopt;
-  const std::string line = tail.substr(previous == std::string::npos ? 0 : previous + 1,
-                                       tail.size() - 1 - (previous == std::string::npos ? 0 : previous + 1));
+  // Only lines that end with a newline are complete: a row may be in the middle of being written.
+  const size_t last_newline = tail.rfind('\n');
+  if (last_newline == std::string::npos || tail_start + static_cast<off_t>(last_newline) <= static_cast<off_t>(header_end)) {
+    return std::nullopt;  // no row after the header yet
+  }
+  const size_t previous = last_newline == 0 ? std::string::npos : tail.rfind('\n', last_newline - 1);
+  if (previous == std::string::npos && tail_start > 0) return std::nullopt;  // a row longer than the tail
+  const size_t line_start = previous == std::string::npos ? 0 : previous + 1;
+  const std::string line = tail.substr(line_start, last_newline - line_start);
   const std::vector<std::string> cells = SplitCsvLine(line);
   if (cells.size() != header.size()) return std::nullopt;
   JobProgress progress;
