@@ -220,10 +220,8 @@ void PrintJob(const service::Job& job) {
   const std::string outcome = Outcome(job);
   if (!outcome.empty()) std::printf("  %-11s %s\n", job.state() == service::SUCCEEDED ? "result" : "progress", outcome.c_str());
   if (!job.message().empty()) std::printf("  message     %s\n", job.message().c_str());
-  if (job.state() != service::QUEUED) {
-    if (job.started_unix_ms() != 0) std::printf("  exit code   %d\n", job.exit_code());
-    std::printf("  output      %s\n", job.run_folder().c_str());
-  }
+  if (job.ended_unix_ms() != 0 && job.started_unix_ms() != 0) std::printf("  exit code   %d\n", job.exit_code());
+  if (job.state() != service::QUEUED) std::printf("  output      %s\n", job.run_folder().c_str());
 }
 
 int StatusCommand(const std::vector<std::string>& args) {
@@ -233,7 +231,9 @@ int StatusCommand(const std::vector<std::string>& args) {
   CLI::App app{"The jobs of mgpu serve: queued (in order), running (progress, throughput), ended (result).",
                "mgpu status"};
   app.add_option("id", id, "one job, in detail");
-  app.add_flag("--json", json, "print JSON (the JobService messages, proto field names)");
+  app.add_flag("--json", json,
+               "print JSON: the JobService messages in protobuf's JSON mapping (field names as in "
+               "proto/service/job_service.proto, 64-bit numbers as strings)");
   AddConnectionOptions(app, connection);
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());

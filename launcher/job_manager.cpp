@@ -73,6 +73,13 @@ JobManager::JobManager(const ManagerOptions& options) : options_(options) {
     jobs_[job.id] = job;
     next_id_ = std::max(next_id_, job.id + 1);
   }
+  // Never reuse the folder of a job the journal does not know (a journal moved away, or a crash
+  // between preparing a job and recording it): its outputs stay where they are.
+  for (const std::string& name : ListDirectory(options_.state_dir + "/jobs")) {
+    if (!name.empty() && name.size() < 18 && name.find_first_not_of("0123456789") == std::string::npos) {
+      next_id_ = std::max<int64_t>(next_id_, std::stoll(name) + 1);
+    }
+  }
   free_.assign(static_cast<size_t>(options_.slots.count()), true);
   scheduler_ = std::thread([this] { Schedule(); });
 }
@@ -290,7 +297,6 @@ grpc::Status JobManager::Submit(const service::SubmitRequest& request, service::
   }
   const int64_t id = next_id_;
   const std::string folder = fmt::format("{}/jobs/{}", options_.state_dir, id);
-  RemoveTree(folder);  // left by a submission that never reached the journal
   JobRecord job;
   try {
     job = PrepareJob(id, submission, folder, options_.slots, options_.checkpoint_every);

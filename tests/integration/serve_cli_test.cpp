@@ -253,6 +253,10 @@ TEST_F(ServeCli, AKilledServiceRestartsWithEveryJobAndTheRunningOneResumable) {
   // The job's processes die with the service (parent-death signals), none left behind.
   for (pid_t pid : orphans) EXPECT_TRUE(WaitFor([&] { return ProcessGone(pid); }, 10)) << "worker " << pid << " left";
 
+  // A folder the journal does not know (e.g. the journal was moved away once) is never reused.
+  MakeDirectories(state + "/jobs/42/run");
+  WriteBytes(state + "/jobs/42/run/summary.json", "{}");
+
   Service service(state);
   service::ListJobsReply list;
   ASSERT_TRUE(service.List(&list).ok());
@@ -271,6 +275,8 @@ TEST_F(ServeCli, AKilledServiceRestartsWithEveryJobAndTheRunningOneResumable) {
 
   const int64_t resumed = Submit(service, {"--resume", std::to_string(killed)});
   EXPECT_EQ(service.Job(resumed).resumes_job_id(), killed);
+  EXPECT_EQ(resumed, 43);
+  EXPECT_TRUE(IsRegularFile(state + "/jobs/42/run/summary.json"));
   ASSERT_TRUE(WaitFor([&] { return service.Job(resumed).progress().step() > 0; }, 60)) << "the resumed job did not train";
   const std::string log = ReadText(service.Job(resumed).run_folder() + "/logs/rank-0.log");
   EXPECT_NE(log.find("resumed from " + interrupted.run_folder() + "/checkpoints/latest.ckpt"), std::string::npos) << log;
