@@ -81,6 +81,18 @@ JobManager::JobManager(const ManagerOptions& options) : options_(options) {
     }
   }
   free_.assign(static_cast<size_t>(options_.slots.count()), true);
+  // A queued job needing more devices than this service now owns (restarted with a shorter
+  // --gpus) would block the queue for ever.
+  for (auto& [id, job] : jobs_) {
+    if (job.status != JobStatus::kQueued || job.gpus <= options_.slots.count()) continue;
+    job.status = JobStatus::kFailed;
+    job.ended_unix_ms = UnixMillis();
+    job.message = fmt::format("the job needs {} devices but the service now owns {} (--gpus); submit it again with "
+                              "fewer",
+                              job.gpus, options_.slots.count());
+    PersistLocked(job);
+    warnings_.push_back(fmt::format("job {}: {}", id, job.message));
+  }
   scheduler_ = std::thread([this] { Schedule(); });
 }
 

@@ -244,5 +244,29 @@ TEST_F(JobServiceCalls, RequestsAreValidatedBeforeAnythingHappens) {
   EXPECT_EQ(list.devices_size(), 2);
 }
 
+TEST(JobManagerRestart, AQueuedJobNeedingMoreDevicesThanNowOwnedFailsInsteadOfBlockingTheQueue) {
+  TempDir state;
+  {
+    JobJournal journal(state / "jobs.journal", 1);
+    JobRecord job;
+    job.id = 3;
+    job.gpus = 4;
+    job.world_size = 4;
+    job.mode = "ddp";
+    job.job_folder = state / "jobs/3";
+    job.run_folder = job.job_folder + "/run";
+    journal.Append(job);
+  }
+  ManagerOptions options;
+  options.state_dir = state.path();
+  options.slots = ParseDeviceSlots("cpu,cpu", 0);
+  JobManager manager(options);
+  service::Job job;
+  ASSERT_TRUE(manager.Get(3, &job).ok());
+  EXPECT_EQ(job.state(), service::FAILED);
+  EXPECT_NE(job.message().find("needs 4 devices but the service now owns 2"), std::string::npos) << job.message();
+  ASSERT_EQ(manager.warnings().size(), 1u);
+}
+
 }  // namespace
 }  // namespace mgpu
