@@ -2,10 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "common/files.h"
 #include "common/status.h"
 #include "coordinator/coordinator.grpc.pb.h"
-#include "worker/coordinator_client.h"
 
 namespace mgpu {
 namespace {
@@ -13,14 +11,6 @@ namespace {
 // Requests are small; a bound keeps a confused or hostile peer from making the launcher
 // allocate much.
 constexpr int kMaxMessageBytes = 1 << 20;
-
-// Compares in time independent of where the strings differ (the length may show).
-bool SameSecret(const std::string& given, const std::string& token) {
-  if (given.size() != token.size()) return false;
-  unsigned char difference = 0;
-  for (size_t i = 0; i < given.size(); ++i) difference |= static_cast<unsigned char>(given[i] ^ token[i]);
-  return difference == 0;
-}
 
 // A client-streaming call answered at once with `status` (refused).
 class RefusedReport : public grpc::ServerReadReactor<coordinator::WorkerReport> {
@@ -85,20 +75,10 @@ class CoordinatorServer::Service : public coordinator::Coordinator::CallbackServ
 
  private:
   grpc::Status Authenticate(const grpc::CallbackServerContext& context) const {
-    if (token_.empty()) return grpc::Status::OK;
-    const auto& metadata = context.client_metadata();
-    const auto found = metadata.find(kAuthorizationMetadata);
-    if (found == metadata.end()) {
-      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                          "this coordinator requires a token: send `authorization: Bearer <token>` (workers "
-                          "started by mgpu run get it as MGPU_TOKEN; other nodes need the same --token or MGPU_TOKEN)");
-    }
-    const std::string given(found->second.data(), found->second.size());
-    if (given.rfind(kBearerPrefix, 0) != 0 || !SameSecret(given.substr(std::string(kBearerPrefix).size()), token_)) {
-      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                          "wrong token: give every node the same --token (or MGPU_TOKEN)");
-    }
-    return grpc::Status::OK;
+    return CheckToken(context, token_,
+                      "this coordinator requires a token: send `authorization: Bearer <token>` (workers started by "
+                      "mgpu run get it as MGPU_TOKEN; other nodes need the same --token or MGPU_TOKEN)",
+                      "wrong token: give every node the same --token (or MGPU_TOKEN)");
   }
 
   template <typename Body>
@@ -115,15 +95,8 @@ class CoordinatorServer::Service : public coordinator::Coordinator::CallbackServ
 
 CoordinatorServer::CoordinatorServer(JobState& state, const std::string& host, int port, const ServerSecurity& security)
     : service_(std::make_unique<Service>(state, security.token)) {
-  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
-  if (!security.tls_cert.empty()) {
-    grpc::SslServerCredentialsOptions options;
-    options.pem_key_cert_pairs.push_back({ReadFile(security.tls_key), ReadFile(security.tls_cert)});
-    credentials = grpc::SslServerCredentials(options);
-  }
-  const std::string listen = host.find(':') != std::string::npos && host.front() != '['
-                                 ? fmt::format("[{}]:{}", host, port)
-                                 : fmt::format("{}:{}", host, port);
+  const std::shared_ptr<grpc::ServerCredentials> credentials = MakeServerCredentials(security);
+  const std::string listen = JoinHostPort(host, port);
   grpc::ServerBuilder builder;
   int selected_port = 0;
   builder.AddListeningPort(listen, credentials, &selected_port);
@@ -136,8 +109,7 @@ CoordinatorServer::CoordinatorServer(JobState& state, const std::string& host, i
     throw BadInputError(fmt::format("cannot serve the coordinator at {}: the address is taken or not of this "
                                     "machine; pick another --coordinator-port or --master-addr", listen));
   }
-  address_ = host.find(':') != std::string::npos && host.front() != '[' ? fmt::format("[{}]:{}", host, selected_port)
-                                                                         : fmt::format("{}:{}", host, selected_port);
+  address_ = JoinHostPort(host, selected_port);
 }
 
 CoordinatorServer::~CoordinatorServer() {

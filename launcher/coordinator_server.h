@@ -10,14 +10,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include "launcher/job_state.h"
+#include "launcher/server_security.h"
 
 namespace mgpu {
-
-struct ServerSecurity {
-  std::string token;     // empty: no token required
-  std::string tls_cert;  // PEM files; empty: plain TCP
-  std::string tls_key;
-};
 
 class CoordinatorServer {
  public:

@@ -1,7 +1,10 @@
-// mgpu: the launcher and report tool.
+// mgpu: the launcher, service and report tool.
 //   mgpu run [launcher flags] [worker flags...]  one job of supervised workers (launcher/run_job.h)
 //   mgpu compare CONFIG [--quick] [--out DIR]   runs a matrix of trainings, reports them side by side
 //   mgpu demo [--quick] [--out DIR]             the embedded default comparison (configs/demo.yaml)
+//   mgpu serve [--listen ADDR] [--gpus LIST] [--state-dir DIR]   the training service
+//     (launcher/serve_command.h), and its clients mgpu submit | status | watch | cancel | logs
+//     (launcher/client_commands.h)
 #include <cstdio>
 
 #include <CLI/CLI.hpp>
@@ -9,11 +12,13 @@
 
 #include "common/files.h"
 #include "common/status.h"
+#include "launcher/client_commands.h"
 #include "launcher/compare.h"
 #include "launcher/compare_plan.h"
 #include "launcher/embedded_demo.h"
 #include "launcher/run_job.h"
 #include "launcher/run_options.h"
+#include "launcher/serve_command.h"
 
 namespace {
 
@@ -38,11 +43,21 @@ int RunMain(const std::vector<std::string>& args) {
 
 int main(int argc, char** argv) {
   using namespace mgpu;
-  if (argc >= 2 && std::string(argv[1]) == "run") return RunMain(std::vector<std::string>(argv + 2, argv + argc));
-  CLI::App app{"mgpu: multi-GPU training in C++: run and compare trainings"};
+  if (argc >= 2) {
+    const std::string command = argv[1];
+    const std::vector<std::string> rest(argv + 2, argv + argc);
+    if (command == "run") return RunMain(rest);
+    if (command == "serve") return ServeMain(rest);
+    for (const auto& [name, help] : ClientCommands()) {
+      if (command == name) return ClientMain(command, rest);
+    }
+  }
+  CLI::App app{"mgpu: multi-GPU training in C++: run and compare trainings, or serve a queue of jobs"};
   app.require_subcommand(1);
-  // Listed for --help only: main() hands `run` to RunMain before CLI11 sees it.
+  // Listed for --help only: main() hands these to their own parsers before CLI11 sees them.
   app.add_subcommand("run", "one job: spawn and supervise workers (mgpu run --help)");
+  app.add_subcommand("serve", "own this host's devices and run submitted jobs in order (mgpu serve --help)");
+  for (const auto& [name, help] : ClientCommands()) app.add_subcommand(name, help);
 
   std::string compare_file, compare_out, demo_out;
   bool compare_quick = false, demo_quick = false;

@@ -68,21 +68,7 @@ struct JobPlan {
 
 JobPlan MakePlan(const RunOptions& options) {
   JobPlan plan;
-  int help_exit = 0;
-  std::optional<TrainConfig> config = ParseWorkerCommandLine(options.worker_args, help_exit);
-  if (!config) throw BadInputError("worker flags: --help is not a worker flag under mgpu run; see `mgpu run --help`");
-  plan.config = *config;
-  for (const auto& [value, name] : {std::pair{plan.config.rank, "rank"}, std::pair{plan.config.world_size, "world-size"},
-                                    std::pair{plan.config.local_rank, "local-rank"}}) {
-    if (value != -1) {
-      throw BadInputError(fmt::format("'{}' is set by mgpu run for each worker; remove it from {}", name,
-                                      plan.config.config_file.empty() ? "the flags" : plan.config.config_file));
-    }
-  }
-  if (!plan.config.master_addr.empty() || plan.config.master_port != -1) {
-    throw BadInputError(fmt::format("master-addr/master-port in {} are mgpu run's flags; give them to mgpu run",
-                                    plan.config.config_file.empty() ? "the worker flags" : plan.config.config_file));
-  }
+  plan.config = ParseJobWorkerConfig(options.worker_args);
   if (options.nproc_per_node == "auto") {
     const bool gpus = plan.config.device != "cpu" && torch::cuda::is_available();
     plan.nproc = gpus ? static_cast<int>(torch::cuda::device_count()) : 2;
@@ -509,6 +495,24 @@ int RunMemberNode(const RunOptions& options, const JobPlan& plan) {
 }
 
 }  // namespace
+
+TrainConfig ParseJobWorkerConfig(const std::vector<std::string>& worker_args) {
+  int help_exit = 0;
+  std::optional<TrainConfig> config = ParseWorkerCommandLine(worker_args, help_exit);
+  if (!config) throw BadInputError("worker flags: --help is not a worker flag under mgpu run; see `mgpu run --help`");
+  for (const auto& [value, name] : {std::pair{config->rank, "rank"}, std::pair{config->world_size, "world-size"},
+                                    std::pair{config->local_rank, "local-rank"}}) {
+    if (value != -1) {
+      throw BadInputError(fmt::format("'{}' is set by mgpu run for each worker; remove it from {}", name,
+                                      config->config_file.empty() ? "the flags" : config->config_file));
+    }
+  }
+  if (!config->master_addr.empty() || config->master_port != -1) {
+    throw BadInputError(fmt::format("master-addr/master-port in {} are mgpu run's flags; give them to mgpu run",
+                                    config->config_file.empty() ? "the worker flags" : config->config_file));
+  }
+  return *config;
+}
 
 int RunJob(const RunOptions& options) {
   const JobPlan plan = MakePlan(options);

@@ -17,9 +17,19 @@
 // node 0 directly), report their workers' exits, and stop when node 0 says the job is over.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "launcher/run_options.h"
+#include "worker/train_config.h"
 
 namespace mgpu {
+
+// The workers' configuration as `mgpu run` checks it before any worker starts: the worker flags
+// parsed (ParseWorkerCommandLine: --config file, option table, relations), without the options
+// mgpu run sets for each worker (rank, world size, local rank, master address and port). `mgpu
+// serve` checks a submitted job with it too. Throws BadInputError naming the flag, file or key.
+TrainConfig ParseJobWorkerConfig(const std::vector<std::string>& worker_args);
 
 // Returns the job's exit code. Throws BadInputError (exit 2) for bad flags or worker
 // configuration, a taken port, and the like, before any worker starts.
