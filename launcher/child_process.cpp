@@ -48,4 +48,17 @@ int RunAndWait(const std::vector<std::string>& argv) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+std::vector<std::string> LastNonEmptyLines(const std::string& output, size_t count) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < output.size()) {
+    size_t end = output.find('\n', start);
+    if (end == std::string::npos) end = output.size();
+    if (end > start) lines.push_back(output.substr(start, end - start));
+    start = end + 1;
+  }
+  if (lines.size() > count) lines.erase(lines.begin(), lines.end() - static_cast<long>(count));
+  return lines;
+}
+
 }  // namespace mgpu

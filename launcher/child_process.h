@@ -16,4 +16,7 @@ std::string LauncherExecutable();
 // Throws mgpu::Error if the program cannot be started.
 int RunAndWait(const std::vector<std::string>& argv);
 
+// The last `count` non-empty lines of a process's output, oldest first, for failure reports.
+std::vector<std::string> LastNonEmptyLines(const std::string& output, size_t count);
+
 }  // namespace mgpu

@@ -41,20 +41,6 @@ bool Resumable(const JobRecord& job) {
          IsRegularFile(LatestCheckpoint(job.run_folder));
 }
 
-// The last non-empty lines of a process's output, for a failure message.
-std::string LastLines(const std::string& text, size_t count) {
-  std::vector<std::string> lines;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    if (end > start) lines.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  if (lines.size() > count) lines.erase(lines.begin(), lines.end() - static_cast<long>(count));
-  return fmt::format("{}", fmt::join(lines, "\n"));
-}
-
 std::string SlotNames(const DeviceSlots& slots, const std::vector<int>& indices) {
   std::vector<std::string> names;
   for (int i : indices) {
@@ -177,7 +163,7 @@ std::vector<std::unique_ptr<WorkerGroup>> JobManager::ReapLocked() {
       job.message = job.result && !job.result->error.empty()
                         ? job.result->error
                         : fmt::format("mgpu run exited with code {}; its last output:\n{}", job.exit_code,
-                                      LastLines(exit.log_tail(), 5));
+                                      fmt::format("{}", fmt::join(LastNonEmptyLines(exit.log_tail(), 5), "\n")));
     }
     for (int slot : job.devices) free_[static_cast<size_t>(slot)] = true;
     PersistLocked(job);

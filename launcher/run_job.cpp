@@ -155,18 +155,9 @@ std::vector<WorkerSpec> WorkerSpecs(const RunOptions& options, const JobPlan& pl
 }
 
 // The last few non-empty lines of a log tail, for a one-screen report.
-std::string LastLines(const std::string& text, int count) {
-  std::vector<std::string> lines;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    if (end > start) lines.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  if (lines.size() > static_cast<size_t>(count)) lines.erase(lines.begin(), lines.end() - count);
+std::string LastLines(const std::string& text, size_t count) {
   std::string joined;
-  for (const auto& line : lines) joined += (joined.empty() ? "" : "\n    ") + line;
+  for (const auto& line : LastNonEmptyLines(text, count)) joined += (joined.empty() ? "" : "\n    ") + line;
   return joined;
 }
 
