@@ -1,5 +1,7 @@
 #include "worker/graphed_step.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "common/status.h"
@@ -90,10 +92,12 @@ void GraphedTrainStep::Capture(const torch::Tensor& images, const torch::Tensor&
 }
 
 torch::Tensor GraphedTrainStep::Step(const torch::Tensor& images, const torch::Tensor& labels) {
-  if (!graph_ && eager_steps_ >= kEagerSteps) Capture(images, labels);  // capture runs nothing
+  // Capture at a full-sized batch (not an epoch's short last one), which runs nothing yet.
+  if (!graph_ && eager_steps_ >= kEagerSteps && images.size(0) >= largest_batch_) Capture(images, labels);
   const bool fits = graph_ && graph_->images.sizes() == images.sizes() && graph_->labels.sizes() == labels.sizes();
   if (!fits) {
     ++eager_steps_;
+    largest_batch_ = std::max(largest_batch_, images.size(0));
     return Run(images, labels, /*capturing=*/false);
   }
 #ifdef MGPU_WITH_CUDA

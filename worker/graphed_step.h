@@ -6,7 +6,7 @@
 // dispatch per kernel; replaying a captured graph launches all of them at once.
 //
 // The first kEagerSteps steps run eagerly (cuDNN picks its algorithms, the optimizer creates its
-// state, the allocator warms up); the next step captures the graph on a side stream and every
+// state, the allocator warms up); the next full-sized step captures the graph on a side stream and every
 // later step with a batch of the captured shape copies the batch into the graph's input buffers
 // and replays it on the current stream. A batch of another shape (an epoch's last, partial
 // batch) runs eagerly, which the graph does not notice. The learning rate lives in a device
@@ -68,6 +68,7 @@ class GraphedTrainStep {
   std::unique_ptr<Graph> graph_;
   int64_t replays_ = 0;
   int64_t eager_steps_ = 0;
+  int64_t largest_batch_ = 0;  // of the eager steps: the graph is captured for this size
 };
 
 }  // namespace mgpu

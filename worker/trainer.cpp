@@ -342,7 +342,9 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
                                                                : "off")},
                    {"steps per epoch", std::to_string(steps_per_epoch)},
                    {"step execution", fmt::format("{}, {} tensors, batches from {}",
-                                                  graphed ? "one CUDA graph after 3 eager steps" : "eager",
+                                                  graphed ? fmt::format("one CUDA graph after {} eager steps",
+                                                                        GraphedTrainStep::kEagerSteps)
+                                                          : "eager",
                                                   config.channels_last ? "channels-last" : "NCHW",
                                                   config.data_on_device ? "the data set on the device" : "the host loader")},
                    {"effective lr", fmt::format("{} (--lr-scale-rule {}, global batch {})", EffectiveLr(config),
