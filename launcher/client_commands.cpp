@@ -16,6 +16,7 @@
 #include "common/files.h"
 #include "common/status.h"
 #include "launcher/serve_options.h"
+#include "launcher/subcommand_args.h"
 #include "service/job_service.grpc.pb.h"
 #include "worker/coordinator_client.h"
 
@@ -170,12 +171,7 @@ int SubmitCommand(const std::vector<std::string>& args) {
   app.add_option("--resume", resume, "continue job ID (interrupted, cancelled or failed) from its last checkpoint, "
                                      "with its configuration");
   AddConnectionOptions(app, connection);
-  try {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
-    app.parse(reversed);
-  } catch (const CLI::ParseError& e) {
-    return e.get_exit_code() == 0 ? app.exit(e) : (app.exit(e), static_cast<int>(ExitCode::kBadInput));
-  }
+  if (const auto exit_code = ParseSubcommandArgs(app, args)) return *exit_code;
   service::SubmitRequest request;
   if (resume.empty()) {
     if (config.empty()) throw BadInputError("give the job's configuration file (mgpu submit CONFIG), or --resume ID");
@@ -235,12 +231,7 @@ int StatusCommand(const std::vector<std::string>& args) {
                "print JSON: the JobService messages in protobuf's JSON mapping (field names as in "
                "proto/service/job_service.proto, 64-bit numbers as strings)");
   AddConnectionOptions(app, connection);
-  try {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
-    app.parse(reversed);
-  } catch (const CLI::ParseError& e) {
-    return e.get_exit_code() == 0 ? app.exit(e) : (app.exit(e), static_cast<int>(ExitCode::kBadInput));
-  }
+  if (const auto exit_code = ParseSubcommandArgs(app, args)) return *exit_code;
   auto stub = Connect(connection);
   grpc::ClientContext context;
   Prepare(context, connection, false);
@@ -289,12 +280,7 @@ int WatchCommand(const std::vector<std::string>& args) {
                "mgpu watch"};
   app.add_option("id", id, "the job")->required();
   AddConnectionOptions(app, connection);
-  try {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
-    app.parse(reversed);
-  } catch (const CLI::ParseError& e) {
-    return e.get_exit_code() == 0 ? app.exit(e) : (app.exit(e), static_cast<int>(ExitCode::kBadInput));
-  }
+  if (const auto exit_code = ParseSubcommandArgs(app, args)) return *exit_code;
   service::WatchRequest request;
   request.set_id(ParseJobId(id));
   auto stub = Connect(connection);
@@ -322,12 +308,7 @@ int CancelCommand(const std::vector<std::string>& args) {
                "mgpu cancel"};
   app.add_option("id", id, "the job")->required();
   AddConnectionOptions(app, connection);
-  try {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
-    app.parse(reversed);
-  } catch (const CLI::ParseError& e) {
-    return e.get_exit_code() == 0 ? app.exit(e) : (app.exit(e), static_cast<int>(ExitCode::kBadInput));
-  }
+  if (const auto exit_code = ParseSubcommandArgs(app, args)) return *exit_code;
   service::CancelRequest request;
   request.set_id(ParseJobId(id));
   auto stub = Connect(connection);
@@ -356,12 +337,7 @@ int LogsCommand(const std::vector<std::string>& args) {
   app.add_option("--rank", rank, "one rank's console output (0 to the job's processes - 1)");
   app.add_flag("--follow,-f", follow, "keep printing new output until the job ends");
   AddConnectionOptions(app, connection);
-  try {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
-    app.parse(reversed);
-  } catch (const CLI::ParseError& e) {
-    return e.get_exit_code() == 0 ? app.exit(e) : (app.exit(e), static_cast<int>(ExitCode::kBadInput));
-  }
+  if (const auto exit_code = ParseSubcommandArgs(app, args)) return *exit_code;
   service::LogsRequest request;
   request.set_id(ParseJobId(id));
   if (app.count("--rank") > 0) request.set_rank(rank);

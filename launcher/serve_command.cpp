@@ -20,6 +20,7 @@
 #include "launcher/job_service.h"
 #include "launcher/serve_options.h"
 #include "launcher/state_dir_lock.h"
+#include "launcher/subcommand_args.h"
 
 namespace mgpu {
 namespace {
@@ -84,12 +85,7 @@ int ServeMain(const std::vector<std::string>& args) {
   app.add_option("--stop-grace", options.stop_grace_seconds,
                  "seconds from SIGTERM to SIGKILL when a job is cancelled or the service stops")
       ->capture_default_str();
-  try {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
-    app.parse(reversed);
-  } catch (const CLI::ParseError& e) {
-    return e.get_exit_code() == 0 ? app.exit(e) : (app.exit(e), static_cast<int>(ExitCode::kBadInput));
-  }
+  if (const auto exit_code = ParseSubcommandArgs(app, args)) return *exit_code;
   try {
     ValidateServeOptions(options);
     const HostPort listen = ParseHostPort(options.listen, "--listen", 0);
