@@ -31,7 +31,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from gpu_bench import free_port, measured_throughput  # noqa: E402
+from gpu_bench import free_port, log_every_for, measured_throughput  # noqa: E402
 ENV = dict(os.environ, NCCL_NVLS_ENABLE="0")
 
 
@@ -81,7 +81,7 @@ def dp_flags(args, impl):
 
 
 def resnet(args):
-    steps, log_every = args.warmup + args.steps, max(args.steps // 4, 1)
+    steps, log_every = args.warmup + args.steps, log_every_for(args.warmup, args.steps)
     common = ["--model", "resnet18", "--dataset", "synthetic", "--image-size", "32", "--synthetic-train", "60000",
               "--synthetic-test", "1000", "--batch-size", str(args.batch), "--max-steps", str(steps),
               "--epochs", "1000", "--log-every", str(log_every), "--optimizer", "sgd", "--momentum", "0.9",
@@ -138,7 +138,8 @@ def lenet(args, loader_workers):
         report(results, name, summary if "failed" in summary else {
             "epoch_seconds": summary["epochs_detail"][0]["seconds"], "test_accuracy": summary["test_accuracy"],
             "dp_timing": summary.get("dp_timing")})
-    for name, gpus, extra in (("PyTorch 1 GPU", 1, []), ("PyTorch nn.DataParallel", args.gpus, []),
+    nn_dp_steps = ["--max-steps", str(args.nn_dp_steps)] if args.nn_dp_steps else []
+    for name, gpus, extra in (("PyTorch 1 GPU", 1, []), ("PyTorch nn.DataParallel", args.gpus, nn_dp_steps),
                               ("PyTorch DDP", args.gpus, ["--ddp", "--port", str(free_port())])):
         flags = ["--data-dir", data, "--gpus", str(gpus), "--num-workers", str(loader_workers)] + extra
         log_path = os.path.join(args.out, f"lenet-w{loader_workers}-" + name.replace(" ", "-").replace(".", "") + ".log")
@@ -162,6 +163,9 @@ def main():
     parser.add_argument("--mnist-dir", default="")
     parser.add_argument("--lenet-workers", default="4", help="loader workers of the LeNet runs, e.g. 0,4")
     parser.add_argument("--run-timeout", type=int, default=600, help="seconds one run may take before it is stopped")
+    parser.add_argument("--nn-dp-steps", type=int, default=0,
+                        help="time nn.DataParallel's LeNet over steps 21..N and project its epoch from them (0: "
+                        "the whole epoch, which can take minutes)")
     parser.add_argument("--only", choices=["resnet", "lenet"], default=None)
     args = parser.parse_args()
     if args.gpus < 2:
@@ -193,14 +197,17 @@ def main():
               f"mgpu dp / nn.DataParallel >= 1.5 ({ratio(ips.get('mgpu dp'), ips.get('PyTorch nn.DataParallel'))})")
     for key in (k for k in results if k.startswith("lenet-w")):
         r = results[key]
-        sec = {k: v.get("epoch_seconds") for k, v in r.items()}
+        sec = {k: v.get("epoch_seconds") or v.get("epoch_seconds_projected") for k, v in r.items()}
         print(f"\nLeNet-5, batch 32 per process, Adam, {key[len('lenet-w'):]} loader workers, one epoch, "
               f"{args.gpus} GPUs for DataParallel and DDP\n")
         print("| run | epoch s | accuracy % | vs same side's 1 GPU |")
         print("| --- | --- | --- | --- |")
         for name, v in sec.items():
             base = sec.get("mgpu 1 GPU" if name.startswith("mgpu") else "PyTorch 1 GPU")
-            print(f"| {name} | {v:.2f} | {r[name].get('test_accuracy', 0):.2f} | {ratio(v, base)} |" if v
+            projected = (f" (projected from {r[name]['steps_measured']} steps)"
+                         if "epoch_seconds_projected" in r[name] else "")
+            accuracy = f"{r[name]['test_accuracy']:.2f}" if "test_accuracy" in r[name] else "-"
+            print(f"| {name} | {v:.2f}{projected} | {accuracy} | {ratio(v, base)} |" if v
                   else f"| {name} | failed: {r[name].get('failed', '')[:200]} | | |")
         print(f"\ntargets: mgpu dp / nn.DataParallel <= 0.3 ({ratio(sec.get('mgpu dp'), sec.get('PyTorch nn.DataParallel'))}), "
               f"mgpu dp / mgpu 1 GPU <= 1.2 ({ratio(sec.get('mgpu dp'), sec.get('mgpu 1 GPU'))}); "

@@ -18,6 +18,7 @@ import argparse
 import csv
 import datetime
 import json
+import math
 import os
 import platform
 import socket
@@ -37,12 +38,20 @@ def free_port():
         return s.getsockname()[1]
 
 
+def log_every_for(warmup, steps):
+    """A --log-every whose rows end exactly at the warm-up's last step, so that no measured row
+    holds a warm-up step (mgpu's rows cost no device synchronization, so small values are free)."""
+    return max(math.gcd(warmup, steps), 1)
+
+
 def measured_throughput(out, warmup, global_batch):
     """(images/s, seconds per step, device seconds per phase per step) from a run's metrics.csv
     rows after `warmup` steps; each row holds the mean of the steps since the previous row."""
     with open(os.path.join(out, "metrics.csv")) as f:
-        rows = [r for r in csv.DictReader(f) if int(r["step"]) > warmup]
-    steps_in = [int(r["step"]) - int(p["step"]) for p, r in zip([{"step": warmup}] + rows, rows)]
+        every = list(csv.DictReader(f))
+    previous = {int(r["step"]): int(p["step"]) for p, r in zip([{"step": 0}] + every, every)}
+    rows = [r for r in every if previous[int(r["step"])] >= warmup]
+    steps_in = [int(r["step"]) - previous[int(r["step"])] for r in rows]
     steps = max(sum(steps_in), 1)
     seconds = sum(n * float(r["step_seconds"]) for n, r in zip(steps_in, rows))
     phases = {k[:-len("_seconds")]: sum(n * float(r[k]) for n, r in zip(steps_in, rows)) / steps
@@ -54,7 +63,7 @@ def measured_throughput(out, warmup, global_batch):
 def mgpu_run(args, model, precision, world, out, extra_flags=(), mode="ddp"):
     """Runs mgpu on `world` GPUs and returns its measurements: mode "ddp" starts one mgpu-worker
     per GPU with torchrun's environment, "dp" one process with --mode dp over cuda:0..world-1."""
-    steps, log_every = args.warmup + args.steps, max(args.steps // 4, 1)
+    steps, log_every = args.warmup + args.steps, log_every_for(args.warmup, args.steps)
     # One epoch holds every step: an epoch boundary would put a loader restart into the timing.
     train_images = args.batch * world * (steps + 1)
     side = INPUT_SHAPE.get(model, (3, 32))[1]
@@ -102,18 +111,29 @@ def mgpu_run(args, model, precision, world, out, extra_flags=(), mode="ddp"):
             "buckets": len(summary.get("ddp_bucket_bytes") or []), "dp_timing": summary.get("dp_timing")}
 
 
-def pytorch_run(args, model, precision, world, mode="ddp"):
-    cmd = [sys.executable, os.path.join(HERE, "reference_train.py"), "--model", model, "--precision", precision,
-           "--batch", str(args.batch), "--world", str(world), "--steps", str(args.steps), "--warmup",
-           str(args.warmup), "--port", str(free_port())] + (["--data-parallel"] if mode == "dp" and world > 1 else [])
+def pytorch_runs(args, model, precisions, world, mode="ddp"):
+    """PyTorch's rows for several precisions from one process (one import and CUDA start-up
+    instead of one per row): {precision: result}."""
+    cmd = [sys.executable, os.path.join(HERE, "reference_train.py"), "--model", model, "--precision",
+           ",".join(precisions), "--batch", str(args.batch), "--world", str(world), "--steps", str(args.steps),
+           "--warmup", str(args.warmup), "--port", str(free_port())] + (["--data-parallel"] if mode == "dp" and world > 1 else [])
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, NCCL_NVLS_ENABLE="0"),
-                              timeout=args.run_timeout)
+                              timeout=args.run_timeout * len(precisions))
     except subprocess.TimeoutExpired:
-        return {"impl": "pytorch", "error": f"stopped after --run-timeout {args.run_timeout} s"}
-    if done.returncode != 0:
-        return {"impl": "pytorch", "error": done.stderr[-2000:]}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        return {p: {"impl": "pytorch", "error": f"stopped after --run-timeout {args.run_timeout} s per precision"}
+                for p in precisions}
+    results = {}
+    for line in done.stdout.splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            results[row["precision"]] = row
+    error = done.stderr[-2000:] if done.returncode else "no result line"
+    return {p: results.get(p, {"impl": "pytorch", "error": error}) for p in precisions}
+
+
+def pytorch_run(args, model, precision, world, mode="ddp"):
+    return pytorch_runs(args, model, [precision], world, mode)[precision]
 
 
 def supported_precisions(build):
@@ -135,6 +155,8 @@ def main():
     parser.add_argument("--precisions", default="", help="one-GPU rows; default: every one mgpu supports")
     parser.add_argument("--multi-precisions", default="fp32,amp-bf16",
                         help="multi-GPU rows: those of --precisions also listed here")
+    parser.add_argument("--multi-models", default="", help="models of the multi-GPU rows (default: every one of "
+                        "--models)")
     parser.add_argument("--worlds", default="", help="GPU counts, e.g. 1,2,4,8; default: 1 and all visible GPUs")
     parser.add_argument("--modes", default="ddp", help="multi-GPU rows: ddp, dp (single-process DataParallel) or both")
     parser.add_argument("--batch", type=int, default=256, help="per GPU")
@@ -162,12 +184,16 @@ def main():
     rows, sweep = [], []
     for model in args.models.split(","):
         for world in worlds:
+            if world > 1 and args.multi_models and model not in args.multi_models.split(","):
+                continue
             modes = ["single"] if world == 1 else args.modes.split(",")
             for mode in modes:
-                for precision in precisions if world == 1 else multi_precisions:
+                row_precisions = precisions if world == 1 else multi_precisions
+                reference = pytorch_runs(args, model, row_precisions, world, mode=mode)
+                for precision in row_precisions:
                     out = os.path.join(args.out, f"{model}-{precision}-{mode}{world}")
                     m = mgpu_run(args, model, precision, world, out, extra_flags=args.mgpu_flags.split(), mode=mode)
-                    p = pytorch_run(args, model, precision, world, mode=mode)
+                    p = reference[precision]
                     rows.append({"model": model, "precision": precision, "world": world, "mode": mode,
                                  "mgpu": m, "pytorch": p})
                     print(json.dumps(rows[-1]), flush=True)

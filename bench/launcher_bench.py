@@ -25,7 +25,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from gpu_bench import free_port, measured_throughput  # noqa: E402
+from gpu_bench import free_port, log_every_for, measured_throughput  # noqa: E402
 
 ENV = dict(os.environ, NCCL_NVLS_ENABLE="0")
 
@@ -35,7 +35,7 @@ def worker_flags(args, out):
     return ["--model", "resnet18", "--dataset", "synthetic", "--image-size", "32",
             "--synthetic-train", str(args.batch * args.gpus * (steps + 1)), "--synthetic-test", "256",
             "--batch-size", str(args.batch * args.gpus), "--max-steps", str(steps), "--epochs", "1000",
-            "--log-every", str(max(args.steps // 4, 1)), "--optimizer", "sgd", "--momentum", "0.9", "--lr", "0.01",
+            "--log-every", str(log_every_for(args.warmup, args.steps)), "--optimizer", "sgd", "--momentum", "0.9", "--lr", "0.01",
             "--precision", args.precision, "--num-workers", "4", "--mode", "ddp", "--backend", "nccl",
             "--progress", "lines", "--out", out]
 

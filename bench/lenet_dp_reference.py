@@ -4,6 +4,10 @@ per sample — one epoch on one GPU, under nn.DataParallel over --gpus GPUs (the
 among them), or with --ddp under DistributedDataParallel: --gpus processes over NCCL, each with a
 DistributedSampler and its own batch of 32. Reads MNIST-format IDX files (gzip) from --data-dir.
 Prints one JSON line: epoch seconds (rank 0, between barriers under DDP) and test accuracy.
+
+--max-steps N times only steps 21..N of the epoch instead (nn.DataParallel on LeNet can take
+minutes per epoch): the line then has seconds_per_step, steps_measured and
+epoch_seconds_projected (seconds per step x steps per epoch), and no accuracy.
 """
 import argparse
 import gzip
@@ -20,6 +24,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from reference_train import LeNet
+
+WARMUP_STEPS = 20  # with --max-steps: cuDNN's search and the loader's start are not timed
 
 
 def read_idx(path):
@@ -57,7 +63,9 @@ def train(rank, args, queue):
     if ddp:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(args.port))
         dist.init_process_group("nccl", rank=rank, world_size=args.gpus)
-    torch.backends.cudnn.benchmark = True
+    # Not for nn.DataParallel: its replicas run in new threads every step and cuDNN's autotuning
+    # cache is per thread, so it would re-tune every step (see reference_train.py).
+    torch.backends.cudnn.benchmark = ddp or args.gpus == 1
     torch.cuda.set_device(rank)
     device = torch.device("cuda", rank)
     train_set = Images(read_idx(find(args.data_dir, "train-images-idx3-ubyte")),
@@ -75,17 +83,28 @@ def train(rank, args, queue):
     if ddp:
         dist.barrier()
     start = time.perf_counter()
-    for x, y in loader:
+    for step, (x, y) in enumerate(loader, 1):
+        if step == WARMUP_STEPS + 1 and args.max_steps:
+            torch.cuda.synchronize()
+            start = time.perf_counter()
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         optimizer.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         optimizer.step()
+        if step == args.max_steps:
+            break
     torch.cuda.synchronize()
     if ddp:
         dist.barrier()
     seconds = time.perf_counter() - start
-    if rank == 0:
+    if rank == 0 and args.max_steps:
+        per_step = seconds / (args.max_steps - WARMUP_STEPS)
+        queue.put({"impl": "pytorch-ddp" if ddp else ("pytorch-dp" if args.gpus > 1 else "pytorch"), "gpus": args.gpus,
+                   "seconds_per_step": per_step, "steps_measured": args.max_steps - WARMUP_STEPS,
+                   "epoch_seconds_projected": per_step * len(loader), "batch_size": args.batch_size,
+                   "num_workers": args.num_workers})
+    elif rank == 0:
         test_x = torch.from_numpy(read_idx(find(args.data_dir, "t10k-images-idx3-ubyte")).astype(np.float32) / 255.0)
         test_y = torch.from_numpy(read_idx(find(args.data_dir, "t10k-labels-idx1-ubyte")).astype(np.int64))
         model.eval()
@@ -107,7 +126,11 @@ def main():
     parser.add_argument("--batch-size", type=int, default=32, help="per process")
     parser.add_argument("--num-workers", type=int, default=4)
     parser.add_argument("--port", type=int, default=29541)
+    parser.add_argument("--max-steps", type=int, default=0,
+                        help=f"time steps {WARMUP_STEPS + 1}..N only and project the epoch (0: the whole epoch)")
     args = parser.parse_args()
+    if args.max_steps and args.max_steps <= WARMUP_STEPS:
+        parser.error(f"--max-steps must exceed the {WARMUP_STEPS} warm-up steps")
     queue = mp.get_context("spawn").Queue()
     if args.ddp and args.gpus > 1:
         mp.spawn(train, args=(args, queue), nprocs=args.gpus, join=True)

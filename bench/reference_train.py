@@ -130,9 +130,24 @@ def run(rank, world, args, queue):
         dist.init_process_group("nccl", rank=rank, world_size=world)
     torch.cuda.set_device(rank)
     device = torch.device("cuda", rank)
-    torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
-    torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
-    torch.backends.cudnn.benchmark = True
+    # cuDNN's autotuning caches its choices per thread (thread_local in ATen's Conv_v8.cpp), and
+    # nn.DataParallel runs each replica's forward in a new thread every step, so with
+    # benchmark=True it re-tunes every convolution every step (measured 2026-11-22: ResNet-18
+    # 640 ms per step instead of ~30). Its fastest correct setting is benchmark=False.
+    torch.backends.cudnn.benchmark = not args.data_parallel
+    for precision in args.precision.split(","):
+        result = measure(rank, world, args, device, precision)
+        if rank == 0:
+            queue.put(result)
+    if world > 1:
+        dist.destroy_process_group()
+
+
+def measure(rank, world, args, device, precision):
+    """Warm-up then timed steps of one precision; returns the result row (rank 0's)."""
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    torch.cuda.reset_peak_memory_stats(device)
     model = build(args.model).to(device)
     params = sum(p.numel() for p in model.parameters())
     batch = args.batch
@@ -145,8 +160,8 @@ def run(rank, world, args, queue):
     channels, size = INPUT_SHAPE.get(args.model, (3, 32))
     images = torch.randn(batch, channels, size, size, device=device)
     labels = torch.randint(0, 10, (batch,), device=device)
-    amp_dtype = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(args.precision)
-    scaler = torch.amp.GradScaler("cuda", enabled=args.precision == "amp-fp16")
+    amp_dtype = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(precision)
+    scaler = torch.amp.GradScaler("cuda", enabled=precision == "amp-fp16")
 
     def step():
         optimizer.zero_grad(set_to_none=True)
@@ -164,20 +179,21 @@ def run(rank, world, args, queue):
         step()
     torch.cuda.synchronize()
     seconds = time.perf_counter() - start
-    if rank == 0:
-        queue.put({"impl": "pytorch-dp" if args.data_parallel else "pytorch", "model": args.model,
-                   "precision": args.precision, "world": args.world if args.data_parallel else world,
-                   "batch_per_gpu": args.batch, "parameters": params,
-                   "images_per_second": batch * world * args.steps / seconds,
-                   "peak_memory_bytes": torch.cuda.max_memory_allocated(device)})
-    if world > 1:
-        dist.destroy_process_group()
+    result = {"impl": "pytorch-dp" if args.data_parallel else "pytorch", "model": args.model,
+              "precision": precision, "world": args.world if args.data_parallel else world,
+              "batch_per_gpu": args.batch, "parameters": params,
+              "images_per_second": batch * world * args.steps / seconds,
+              "peak_memory_bytes": torch.cuda.max_memory_allocated(device)}
+    del model, optimizer
+    torch.cuda.empty_cache()  # the next precision's peak is its own
+    return result
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="resnet18")
-    parser.add_argument("--precision", default="fp32")
+    parser.add_argument("--precision", default="fp32", help="one, or several separated by commas (one result "
+                        "line each, in this order)")
     parser.add_argument("--batch", type=int, default=256, help="per GPU")
     parser.add_argument("--world", type=int, default=1)
     parser.add_argument("--steps", type=int, default=50)
@@ -192,7 +208,8 @@ def main():
         run(0, 1, args, queue)
     else:
         mp.spawn(run, args=(args.world, args, queue), nprocs=args.world, join=True)
-    print(json.dumps(queue.get()))
+    for _ in args.precision.split(","):
+        print(json.dumps(queue.get()), flush=True)
 
 
 if __name__ == "__main__":

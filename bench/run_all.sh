@@ -7,9 +7,10 @@
 #
 # Runs, in order (each driver writes its JSON into OUT_DIR/<name>/ and prints its tables):
 #   gpu       bench/gpu_bench.py: one GPU per precision (LeNet, ResNet-18, VGG-19, ResNet-50), and
-#             DDP and DataParallel on all GPUs (fp32, amp-bf16)
-#   dp        bench/dp_bench.py: ResNet-18 DataParallel and the MNIST experiment's recipe
-#             (1 GPU / DP / DDP x 0 and 4 loader workers) on Fashion-MNIST
+#             DDP on all GPUs (ResNet-18, VGG-19; fp32, amp-bf16)
+#   dp        bench/dp_bench.py: ResNet-18 DataParallel (mgpu's, LibTorch's data_parallel,
+#             nn.DataParallel) and the MNIST experiment's recipe (1 GPU / DP / DDP x 0 and 4 loader
+#             workers) on Fashion-MNIST
 #   speed     bench/speed_bench.py: --cuda-graphs, --channels-last, --data-on-device on and off
 #   launcher  bench/launcher_bench.py: mgpu run vs mpirun vs torchrun's environment
 #   allreduce bench/allreduce_sweep.py: bus bandwidth through mgpu's communicator and PyTorch's
@@ -47,14 +48,15 @@ step() {  # step NAME RESULT_FILE COMMAND...: runs a driver, its log beside its 
   echo "== $name: $((SECONDS - start)) s"
 }
 step gpu bench-results.json "$PYTHON" "$HERE/gpu_bench.py" --build "$BUILD" --out "$OUT/gpu" \
-  --models lenet,resnet18,vgg19,resnet50 --modes ddp,dp --steps 20 --warmup 6 --run-timeout 120
+  --models lenet,resnet18,vgg19,resnet50 --multi-models resnet18,vgg19 --modes ddp --steps 20 --warmup 20 \
+  --run-timeout 90
 step dp dp-bench-results.json "$PYTHON" "$HERE/dp_bench.py" --build "$BUILD" --out "$OUT/dp" --gpus "$GPUS" \
-  --mnist-dir "$MNIST" --lenet-workers 0,4 --run-timeout 60
+  --mnist-dir "$MNIST" --lenet-workers 0,4 --steps 20 --warmup 10 --run-timeout 90
 step speed speed-bench.json "$PYTHON" "$HERE/speed_bench.py" --build "$BUILD" --out "$OUT/speed" \
   --mnist-dir "$MNIST" --run-timeout 120
 if [ "$GPUS" -ge 2 ]; then
   step launcher launcher-bench.json "$PYTHON" "$HERE/launcher_bench.py" --build "$BUILD" --out "$OUT/launcher" \
-    --gpus 2 --repeats 2
+    --gpus 2 --repeats 1
   step allreduce allreduce-sweep.json "$PYTHON" "$HERE/allreduce_sweep.py" --build "$BUILD" --out "$OUT/allreduce"
 fi
 results=()

@@ -3,8 +3,10 @@
 // The loop marks the end of each phase of a step (input copy, forward, backward, exposed
 // communication, optimizer); a phase lasts from the previous mark to its own. On a GPU the marks
 // are CUDA events recorded on the current stream, so the phases are device time and the host
-// never waits for them until Collect(), which the loop calls only where it synchronizes anyway
-// (metrics rows). On the CPU, where work is synchronous, the marks read the host clock.
+// never waits for them: Cut() hands the marks so far over as a TimelineWindow, whose durations
+// are read once the device has passed its end (metrics rows read them a row later, so that
+// writing a row never drains the device's queue). On the CPU, where work is synchronous, the
+// marks read the host clock.
 //
 // `exposed_comm` is the device time from the end of backward until the averaged gradients are
 // usable: the part of the all-reduces that backward did not hide (plus the copy out of the
@@ -36,6 +38,29 @@ struct PhaseSeconds {
   PhaseSeconds& operator+=(const PhaseSeconds& other);
 };
 
+// The marks of one stretch of a StepTimeline (e.g. the steps of one metrics row).
+class TimelineWindow {
+ public:
+  TimelineWindow();
+  ~TimelineWindow();
+  TimelineWindow(TimelineWindow&&) noexcept;
+  TimelineWindow& operator=(TimelineWindow&&) noexcept;
+
+  // Whether the device has passed the window's last mark (always true on the CPU); never waits.
+  bool Ready() const;
+  // Seconds per phase in the window. On a GPU this waits for the device to reach its last mark.
+  PhaseSeconds Seconds() const;
+  // Host seconds per phase: how long the host took to issue each phase's work. On a GPU, steps
+  // whose host time is about their device time are bound by the host (launch overhead, data).
+  const PhaseSeconds& HostSeconds() const { return host_; }
+
+ private:
+  friend class StepTimeline;
+  struct DeviceMarks;
+  std::unique_ptr<DeviceMarks> device_;  // null on the CPU
+  PhaseSeconds host_;  // host clock; Seconds() on the CPU
+};
+
 class StepTimeline {
  public:
   explicit StepTimeline(const torch::Device& device);
@@ -47,15 +72,13 @@ class StepTimeline {
   void Mark(StepPhase finished);
   // Starts the next phase here, leaving the time since the previous mark out of every phase.
   void Restart();
-  // Seconds per phase between the previous Collect() and the last mark. On a GPU this waits for
-  // the device to reach the last mark.
-  PhaseSeconds Collect();
+  // Hands over the marks since the previous Cut() (the first: since construction); the time
+  // after the last mark belongs to the next window. Never waits for the device.
+  TimelineWindow Cut();
 
  private:
   class DeviceClock;
   std::unique_ptr<DeviceClock> device_clock_;  // null on the CPU
-  // Per device mark since the previous Collect(): the phase it ended, or nullopt (Restart).
-  std::vector<std::optional<StepPhase>> marks_;
   std::chrono::steady_clock::time_point last_host_mark_;
   PhaseSeconds host_pending_;
 };

@@ -15,6 +15,7 @@
 #include "data/augment.h"
 #include "data/datasets.h"
 #include "models/model_factory.h"
+#include "worker/trace_profiler.h"
 
 namespace mgpu {
 namespace {
@@ -284,6 +285,16 @@ std::vector<OptionSpec> BuildOptions() {
   o.push_back(StringOption("memory-snapshot", {"memory_snapshot"}, &TrainConfig::memory_snapshot, {},
                            "CUDA only: record allocator history and write a snapshot pickle here "
                            "(for pytorch.org/memory_viz)"));
+  {
+    OptionSpec profile;
+    profile.name = "profile-steps";
+    profile.aliases = {"profile_steps"};
+    profile.help = "write a Chrome trace (host operators, CUDA kernels and copies) of optimizer steps "
+                   "FIRST-LAST to <out>/trace-rank<R>.json, e.g. 20-22";
+    profile.set = [](TrainConfig& c, const std::string& t) { c.profile_steps = FormatProfileWindow(ParseProfileWindow(t)); };
+    profile.get = [](const TrainConfig& c) { return c.profile_steps; };
+    o.push_back(profile);
+  }
   o.push_back(BoolOption("cuda-graphs", &TrainConfig::cuda_graphs,
                          "capture the whole training step as one CUDA graph after 3 eager steps and replay it "
                          "(one CUDA device, --mode single, no --grad-accum/--grad-clip, not o2)"));

@@ -73,6 +73,7 @@ struct TrainConfig {
   std::string on_nonfinite = "stop";  // a non-finite loss: stop (exit 3) or skip the step
   double grad_clip = 0;               // max gradient norm; 0: no clipping
   std::string memory_snapshot;        // CUDA allocator history pickle; empty: none
+  std::string profile_steps;          // "FIRST-LAST" (worker/trace_profiler.h); empty: none
   bool cuda_graphs = false;     // worker/graphed_step.h
   bool channels_last = false;   // models/memory_format.h
   bool data_on_device = false;  // data/device_resident_batches.h

@@ -24,16 +24,30 @@
 #include "optim/fused_optimizer.h"
 #include "optim/lr_scheduler.h"
 #include "worker/checkpoint.h"
+#include "worker/deferred_rows.h"
 #include "worker/graphed_step.h"
 #include "worker/memory_snapshot.h"
 #include "worker/progress.h"
 #include "worker/step_timeline.h"
+#include "worker/trace_profiler.h"
 #include "worker/worker_status.h"
 
 namespace mgpu {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+nlohmann::json PhaseJson(const PhaseSeconds& phases) {
+  nlohmann::json json = nlohmann::json::object();
+  for (size_t i = 0; i < kStepPhaseCount; ++i) json[StepPhaseName(static_cast<StepPhase>(i))] = phases.seconds[i];
+  return json;
+}
+
+// An epoch's step phases, as the device ran them and as the host issued them.
+struct EpochPhases {
+  PhaseSeconds device;
+  PhaseSeconds host;
+};
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -365,29 +379,37 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   //   skip: the loss's finiteness goes to the scaler as a device-side flag, which skips the
   //         step as it does for a non-finite gradient, and counts it.
   //   stop: nothing extra per step; the losses (and scales) of the steps since the last metrics
-  //         row are kept and checked at the next one, which synchronizes anyway; the first
-  //         non-finite loss names the step. The few steps in between may update with NaN
-  //         gradients, which does not matter as the run ends there.
-  std::vector<torch::Tensor> window_losses, window_scales;  // one per micro-batch
-  std::vector<int64_t> window_loss_steps;                    // the step each loss belongs to
-  auto check_window_losses = [&](int64_t epoch) {
-    if (window_losses.empty()) return;
-    const torch::Tensor finite = torch::stack(window_losses).isfinite();
-    if (!finite.all().item<bool>()) {
-      const int64_t first = finite.logical_not().to(torch::kLong).argmax().item<int64_t>();
-      const int64_t bad_step = window_loss_steps[static_cast<size_t>(first)];
-      const double bad_scale = window_scales.empty() ? 1.0 : window_scales[static_cast<size_t>(first)].item<double>();
-      record_scaler();
-      throw DivergedError(fmt::format(
-          "loss became {} at step {} (epoch {}) with loss scale {} (--precision {}, --loss-scale {}); lower "
-          "--lr, use --loss-scale dynamic with float16 policies, or pass --on-nonfinite skip to skip such steps",
-          window_losses[static_cast<size_t>(first)].item<double>(), bad_step, epoch + 1, bad_scale,
-          config.precision, config.loss_scale));
-    }
-    window_losses.clear();
-    window_loss_steps.clear();
-    window_scales.clear();
+  //         row go with the row and are checked when it completes (deferred_rows.h), or here
+  //         where the loop synchronizes anyway; the first non-finite loss names the step. The
+  //         few steps in between may update with NaN gradients, which does not matter as the run
+  //         ends there.
+  WindowLosses window_losses;  // one per micro-batch since the last metrics row
+  auto throw_diverged = [&](const NonFiniteLoss& bad, int64_t epoch) {
+    record_scaler();
+    throw DivergedError(fmt::format(
+        "loss became {} at step {} (epoch {}) with loss scale {} (--precision {}, --loss-scale {}); lower "
+        "--lr, use --loss-scale dynamic with float16 policies, or pass --on-nonfinite skip to skip such steps",
+        bad.loss, bad.step, epoch + 1, bad.loss_scale, config.precision, config.loss_scale));
   };
+  // Metrics rows complete a row late (deferred_rows.h); `wait` completes every one added.
+  DeferredRows rows;
+  auto write_completed_rows = [&](bool wait, EpochPhases& epoch_phases) {
+    for (DeferredRows::Completed& row : rows.Take(wait)) {
+      if (row.nonfinite) throw_diverged(*row.nonfinite, row.metrics.epoch);
+      epoch_phases.device += row.window_seconds;
+      epoch_phases.host += row.host_window_seconds;
+      last_loss = row.metrics.loss;
+      outputs.AppendStep(row.metrics);
+    }
+  };
+  // Every row, then the losses since the last one: before a checkpoint and at an epoch's end.
+  auto check_all_losses = [&](int64_t epoch, EpochPhases& epoch_phases) {
+    write_completed_rows(/*wait=*/true, epoch_phases);
+    if (const auto bad = FirstNonFiniteLoss(window_losses)) throw_diverged(*bad, epoch);
+    window_losses = {};
+  };
+  TraceProfiler profiler(ParseProfileWindow(config.profile_steps),
+                         fmt::format("{}/trace-rank{}.json", outputs.folder(), world.rank), device);
   for (int64_t epoch = position.epoch; epoch < config.epochs && !stop; ++epoch) {
     const auto epoch_start = Clock::now();
     const double collective_seconds_before =
@@ -404,7 +426,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
     progress.StartEpoch(epoch, config.epochs, steps_per_epoch);
     WorkerStatus::Current().SetPhase("training");
     double data_wait = 0;
-    PhaseSeconds epoch_phases;
+    EpochPhases epoch_phases;
     int64_t images_seen = resumed ? position.images_seen : 0;
     int64_t epoch_steps = resumed ? position.epoch_steps : 0;
     int64_t micro = resumed ? position.micro_batches : 0;
@@ -416,7 +438,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
                                : torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
     // The checkpoint of this point of the run (a step boundary), written on rank 0.
     auto write_checkpoint = [&](TrainingPosition at) {
-      check_window_losses(epoch);  // a diverged run is not worth resuming
+      check_all_losses(epoch, epoch_phases);  // a diverged run is not worth resuming
       at.step = step;
       torch::Tensor totals = torch::stack({loss_sum, loss_images});
       ranks.Sum(totals, "checkpoint loss");
@@ -426,12 +448,12 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
       const std::string path = checkpoints.Write(step, [&] { return SerializeCheckpoint(identity, parts, at); });
       if (!path.empty()) log.info("checkpoint {}", path);
     };
-    // Per metrics row: wall time and data wait accumulated since the previous row.
-    auto window_start = Clock::now();
+    // Per metrics row: data wait, steps and images since the previous row.
     double window_wait = 0;
     int64_t window_steps = 0, window_images = 0;
 
     while (true) {
+      if (micro % config.grad_accum == 0) profiler.BeforeStep(step + 1);
       const auto wait_start = Clock::now();
       std::optional<Batch> batch = batches->Next();
       const double waited = SecondsSince(wait_start);
@@ -481,9 +503,9 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
         loss_sum.add_(loss.detach().masked_fill(loss_nonfinite, 0), static_cast<double>(batch_images));
         loss_images.add_(loss_nonfinite.logical_not(), static_cast<double>(batch_images));
       } else {
-        window_losses.push_back(loss.detach());
-        window_loss_steps.push_back(step + 1);
-        if (scaler.enabled()) window_scales.push_back(scaler.scale_tensor().clone());
+        window_losses.losses.push_back(loss.detach());
+        window_losses.steps.push_back(step + 1);
+        if (scaler.enabled()) window_losses.scales.push_back(scaler.scale_tensor().clone());
         loss_sum.add_(loss.detach(), static_cast<double>(batch_images));
         loss_images.add_(static_cast<double>(batch_images));
       }
@@ -518,29 +540,20 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
       }
 
       if (step % config.log_every == 0 || epoch_steps == steps_per_epoch) {
-        last_loss = loss.item<double>();  // synchronizes with the device: only at log points
-        check_window_losses(epoch);
-        const PhaseSeconds window_phases = timeline.Collect();
-        epoch_phases += window_phases;
-        const double window_seconds = SecondsSince(window_start);
-        StepMetrics row;
-        row.step = step;
-        row.epoch = epoch;
-        row.loss = last_loss;
-        row.lr = optimizer.lr();
-        row.loss_scale = scaler.scale();
-        row.step_seconds = window_seconds / static_cast<double>(window_steps);
-        row.data_wait_seconds = window_wait / static_cast<double>(window_steps);
-        row.images_per_second = static_cast<double>(window_images * world.world_size) / window_seconds;
-        for (size_t i = 0; i < kStepPhaseCount; ++i) {
-          row.phase_seconds.seconds[i] = window_phases.seconds[i] / static_cast<double>(window_steps);
-        }
-        outputs.AppendStep(row);
-        window_start = Clock::now();
+        DeferredRows::HostPart row;
+        row.metrics.step = step;
+        row.metrics.epoch = epoch;
+        row.metrics.lr = optimizer.lr();
+        row.metrics.data_wait_seconds = window_wait / static_cast<double>(window_steps);
+        row.steps = window_steps;
+        row.images = window_images * world.world_size;
+        rows.Add(std::move(row), loss, scaler.scale_tensor(), timeline.Cut(), std::move(window_losses));
+        window_losses = {};
         window_wait = 0;
         window_steps = 0;
         window_images = 0;
       }
+      write_completed_rows(/*wait=*/false, epoch_phases);
       scheduler.OnStep();
       optimizer.set_lr(scheduler.lr());
       progress.Update(epoch_steps, last_loss,
@@ -550,10 +563,14 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
       if (micro < micro_batches_per_epoch && (checkpoints.DueAfterStep(step) || (stop && checkpoints.enabled()))) {
         write_checkpoint(TrainingPosition{epoch, step, epoch_steps, micro, images_seen, {}, {}, {}});
       }
+      const std::string trace = profiler.AfterStep(step);
+      if (!trace.empty()) log.info("trace of steps {} written to {}", config.profile_steps, trace);
       if (stop) break;
     }
-    check_window_losses(epoch);  // the steps after the last metrics row (--max-steps)
-    epoch_phases += timeline.Collect();
+    check_all_losses(epoch, epoch_phases);  // including the steps after the last row (--max-steps)
+    const TimelineWindow rest = timeline.Cut();
+    epoch_phases.device += rest.Seconds();
+    epoch_phases.host += rest.HostSeconds();
     // The epoch's loss over every rank's images (item() also waits for the device); NaN when
     // every step of the epoch was skipped, reported as diverged below.
     torch::Tensor totals = torch::stack({loss_sum, loss_images});
@@ -576,9 +593,9 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
                                       skip_nonfinite ? ": every step of the epoch had a non-finite loss" : ""));
     }
 
-    const double comm_wait = epoch_phases[StepPhase::kExposedComm];
-    nlohmann::json phase_seconds = nlohmann::json::object();
-    for (size_t i = 0; i < kStepPhaseCount; ++i) phase_seconds[StepPhaseName(static_cast<StepPhase>(i))] = epoch_phases.seconds[i];
+    const PhaseSeconds& device_phases = epoch_phases.device;
+    const double comm_wait = device_phases[StepPhase::kExposedComm];
+    nlohmann::json phase_seconds = PhaseJson(device_phases);
     // All-reduces (and the evaluation's) in device time, hidden or not: with exposed_comm, how
     // much of the communication backward hid.
     if (const auto collective_seconds = communicator ? communicator->CompletedCollectiveSeconds() : std::nullopt) {
@@ -593,6 +610,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
         {"compute_seconds", epoch_seconds - data_wait - comm_wait},
         {"comm_seconds", comm_wait},
         {"phase_seconds", phase_seconds},
+        {"host_phase_seconds", PhaseJson(epoch_phases.host)},
         {"steps", epoch_steps},
         {"eval_seconds", eval_seconds},
         {"test_loss", eval.loss},
@@ -609,15 +627,20 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
              epoch + 1, config.epochs, train_loss, eval.loss, eval.accuracy, epoch_seconds, data_wait, comm_wait,
              global_images / epoch_seconds);
     const double per_step_ms = 1000.0 / static_cast<double>(std::max<int64_t>(epoch_steps, 1));
-    log.info("epoch {}/{} per step, {} time: input {:.2f} ms, forward {:.2f} ms, backward {:.2f} ms, exposed "
-             "communication {:.2f} ms, optimizer {:.2f} ms{}",
-             epoch + 1, config.epochs, device.is_cuda() ? "device" : "host",
-             epoch_phases[StepPhase::kInput] * per_step_ms, epoch_phases[StepPhase::kForward] * per_step_ms,
-             epoch_phases[StepPhase::kBackward] * per_step_ms, epoch_phases[StepPhase::kExposedComm] * per_step_ms,
-             epoch_phases[StepPhase::kOptimizer] * per_step_ms,
+    auto phases_text = [&](const PhaseSeconds& phases) {
+      return fmt::format("input {:.2f} ms, forward {:.2f} ms, backward {:.2f} ms, exposed communication {:.2f} ms, "
+                         "optimizer {:.2f} ms",
+                         phases[StepPhase::kInput] * per_step_ms, phases[StepPhase::kForward] * per_step_ms,
+                         phases[StepPhase::kBackward] * per_step_ms, phases[StepPhase::kExposedComm] * per_step_ms,
+                         phases[StepPhase::kOptimizer] * per_step_ms);
+    };
+    log.info("epoch {}/{} per step, {} time: {}{}", epoch + 1, config.epochs, device.is_cuda() ? "device" : "host",
+             phases_text(device_phases),
              phase_seconds.contains("collectives_total")
                  ? fmt::format(" (collectives ran {:.2f} ms)", phase_seconds["collectives_total"].get<double>() * per_step_ms)
                  : "");
+    // The host's side of the same steps: where it is about the device's, the steps wait for the host.
+    if (device.is_cuda()) log.info("epoch {}/{} per step, host time: {}", epoch + 1, config.epochs, phases_text(epoch_phases.host));
     if (micro == micro_batches_per_epoch) {  // a whole epoch, not one cut short by --max-steps
       scheduler.OnEpochEnd(eval.loss);
       optimizer.set_lr(scheduler.lr());
@@ -630,6 +653,9 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   }
 
   WorkerStatus::Current().SetPhase("finishing");
+  if (const std::string trace = profiler.Finish(); !trace.empty()) {
+    log.info("trace of the steps profiled before the run ended written to {}", trace);
+  }
   if (memory_snapshot) memory_snapshot->Write();
   record_scaler();
   const double checksum = ParamChecksum(*model);

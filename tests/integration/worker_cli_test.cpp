@@ -116,6 +116,41 @@ TEST_F(WorkerCli, CudaGraphsOnTheCpuAreExitTwoBeforeTraining) {
   EXPECT_NE(result.output.find("--cuda-graphs cannot be combined with --device cpu"), std::string::npos) << result.output;
 }
 
+TEST_F(WorkerCli, ProfileStepsWritesAChromeTraceOfExactlyThoseSteps) {
+  const CommandResult result = Train("trace", {"--max-steps", "6", "--profile-steps", "3-4"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const std::string path = out_ / "trace/trace-rank0.json";
+  ASSERT_TRUE(IsRegularFile(path)) << result.output;
+  const nlohmann::json trace = nlohmann::json::parse(ReadText(path));  // whole, valid JSON
+  std::map<std::string, int> names;
+  for (const auto& event : trace["traceEvents"]) {
+    if (event.contains("name") && event["name"].is_string()) ++names[event["name"].get<std::string>()];
+  }
+  EXPECT_EQ(names["mgpu step 3"], 1);
+  EXPECT_EQ(names["mgpu step 4"], 1);
+  EXPECT_EQ(names.count("mgpu step 2") + names.count("mgpu step 5"), 0u);
+  EXPECT_GT(names["aten::convolution"], 0) << "LeNet's operators are in the trace";
+  EXPECT_FALSE(PathExists(path + ".partial"));
+  EXPECT_NE(ReadText(out_ / "trace/logs/rank-0.log").find("trace of steps 3-4 written to"), std::string::npos);
+}
+
+TEST_F(WorkerCli, ProfileWindowPastTheLastStepWritesWhatWasProfiled) {
+  const CommandResult result = Train("short", {"--max-steps", "4", "--profile-steps", "3-10"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const std::string trace = ReadText(out_ / "short/trace-rank0.json");
+  EXPECT_NE(trace.find("mgpu step 4"), std::string::npos);
+  EXPECT_EQ(trace.find("mgpu step 5"), std::string::npos);
+}
+
+TEST_F(WorkerCli, BadProfileStepsAreExitTwoSayingTheForm) {
+  for (const std::string bad : {"5-3", "0-2", "x", "3-", "2-4-6"}) {
+    const CommandResult result = Train("bad", {"--profile-steps", bad});
+    EXPECT_EQ(result.exit_code, 2) << bad << ": " << result.output;
+    EXPECT_NE(result.output.find("--profile-steps '" + bad + "'"), std::string::npos) << result.output;
+    EXPECT_NE(result.output.find("FIRST"), std::string::npos) << result.output;
+  }
+}
+
 TEST_F(WorkerCli, AugmentedRunsAreReproducibleWhateverTheLoaderThreads) {
   const std::vector<std::string> flags = {"--max-steps", "8", "--seed", "5", "--augment", "affine"};
   std::vector<std::string> threaded = flags;
