@@ -38,7 +38,19 @@ struct DeferredRows::Pending {
   }
 };
 
-DeferredRows::DeferredRows() = default;
+DeferredRows::DeferredRows(const torch::Device& device) {
+  if (!device.is_cuda()) return;
+  // The first row would otherwise pay, in the middle of training, for allocating pinned host
+  // blocks and loading the kernels of its few operators: measured on an H200 as 30-80 ms of
+  // host stall, longer than the device's queue, so the GPU sat idle. A few rows of each kind
+  // (with and without losses to check), in flight together, leave those blocks cached.
+  const auto zero = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(device));
+  for (int i = 0; i < 4; ++i) {
+    Add({}, zero, zero, TimelineWindow(), {});
+    Add({}, zero, zero, TimelineWindow(), WindowLosses{{zero}, {0}, {zero}});
+  }
+  Take(/*wait=*/true);
+}
 DeferredRows::~DeferredRows() = default;
 
 void DeferredRows::Add(HostPart host, const torch::Tensor& last_loss, const torch::Tensor& loss_scale,

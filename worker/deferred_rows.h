@@ -58,7 +58,8 @@ class DeferredRows {
     std::optional<NonFiniteLoss> nonfinite;  // set when the window had a non-finite loss
   };
 
-  DeferredRows();
+  // On a GPU, runs the path of a row once per kind of row before training (see the .cpp).
+  explicit DeferredRows(const torch::Device& device);
   ~DeferredRows();
 
   // Adds a row ending at the current point of the current stream. `last_loss` and `loss_scale`

@@ -392,7 +392,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
         bad.loss, bad.step, epoch + 1, bad.loss_scale, config.precision, config.loss_scale));
   };
   // Metrics rows complete a row late (deferred_rows.h); `wait` completes every one added.
-  DeferredRows rows;
+  DeferredRows rows(device);
   auto write_completed_rows = [&](bool wait, EpochPhases& epoch_phases) {
     for (DeferredRows::Completed& row : rows.Take(wait)) {
       if (row.nonfinite) throw_diverged(*row.nonfinite, row.metrics.epoch);

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "tests/support/test_support.h"
+#include "worker/deferred_rows.h"
 
 namespace mgpu {
 namespace {
@@ -28,6 +29,47 @@ TEST(CudaTraining, TrainsOnTheGpuAndReportsAllocatorPeakMemory) {
   EXPECT_GT(epoch["phase_seconds"]["backward"].get<double>(), 0);
   EXPECT_LT(epoch["phase_seconds"]["forward"].get<double>() + epoch["phase_seconds"]["backward"].get<double>(),
             epoch["seconds"].get<double>());
+}
+
+// A metrics row is read without draining the device: it is complete only once the device has
+// run the work queued before it, and then holds the values the device computed.
+TEST(CudaTraining, MetricsRowsCompleteOnlyOnceTheDevicePassesThem) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible: GPU test skipped";
+  const torch::Device device(torch::kCUDA, 0);
+  DeferredRows rows(device);
+  StepTimeline timeline(device);
+  auto a = torch::randn({4096, 4096}, torch::TensorOptions().device(device));
+  torch::cuda::synchronize();
+  for (int i = 0; i < 200; ++i) a = torch::tanh(torch::mm(a, a));  // about 0.5 s queued on an H100
+  timeline.Mark(StepPhase::kBackward);
+  const auto loss = a.mean() * 0 + 2.5;  // (): known once the queue has run
+  DeferredRows::HostPart host;
+  host.steps = 1;
+  host.images = 64;
+  rows.Add(host, loss, torch::ones({}, torch::TensorOptions().device(device)), timeline.Cut(), {});
+  EXPECT_TRUE(rows.Take(/*wait=*/false).empty()) << "the device is still running the queued work";
+  const auto done = rows.Take(/*wait=*/true);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_FLOAT_EQ(done[0].metrics.loss, 2.5);
+  EXPECT_GT(done[0].metrics.phase_seconds[StepPhase::kBackward], 0.05) << "device time of the queued work";
+}
+
+TEST(CudaTraining, ProfileStepsTraceHoldsTheStepsKernels) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible: GPU test skipped";
+  TempDir dir;
+  WriteTinyMnistLike(dir / "data", 640, 200);
+  CommandResult result = RunCommand({MGPU_WORKER_BIN, "--data-dir", dir / "data", "--device", "cuda",
+                                     "--max-steps", "5", "--profile-steps", "2-3", "--out", dir / "run"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto trace = nlohmann::json::parse(ReadText(dir / "run/trace-rank0.json"));
+  int kernels = 0, steps = 0;
+  for (const auto& event : trace["traceEvents"]) {
+    kernels += event.value("cat", "") == "kernel";
+    steps += event.value("name", "") == "mgpu step 2" || event.value("name", "") == "mgpu step 3";
+  }
+  EXPECT_GT(kernels, 20) << "the CUDA activity is in the trace";
+  EXPECT_EQ(steps, 2);
+  EXPECT_NE(ReadText(dir / "run/logs/rank-0.log").find("per step, host time:"), std::string::npos);
 }
 
 }  // namespace

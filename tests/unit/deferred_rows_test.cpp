@@ -32,7 +32,7 @@ TimelineWindow WindowOf(StepTimeline& timeline, int ms) {
 
 TEST(DeferredRows, ARowTakesItsTimesFromItsWindowAndItsValuesFromTheDevice) {
   StepTimeline timeline(torch::kCPU);
-  DeferredRows rows;
+  DeferredRows rows(torch::kCPU);
   TimelineWindow window = WindowOf(timeline, 40);
   const double seconds = window.Seconds()[StepPhase::kOptimizer];
   rows.Add(Host(4, 4, 128), Scalar(2.5), Scalar(1024), std::move(window), {});
@@ -54,7 +54,7 @@ TEST(DeferredRows, ARowTakesItsTimesFromItsWindowAndItsValuesFromTheDevice) {
 
 TEST(DeferredRows, RowsComeOutInTheOrderTheyWereAdded) {
   StepTimeline timeline(torch::kCPU);
-  DeferredRows rows;
+  DeferredRows rows(torch::kCPU);
   for (int64_t step : {5, 10, 15}) rows.Add(Host(step, 5, 10), Scalar(1), Scalar(1), WindowOf(timeline, 1), {});
   const auto done = rows.Take(/*wait=*/true);
   ASSERT_EQ(done.size(), 3u);
@@ -64,7 +64,7 @@ TEST(DeferredRows, RowsComeOutInTheOrderTheyWereAdded) {
 
 TEST(DeferredRows, AWindowWithANonFiniteLossNamesItsFirstOne) {
   StepTimeline timeline(torch::kCPU);
-  DeferredRows rows;
+  DeferredRows rows(torch::kCPU);
   const double nan = std::numeric_limits<double>::quiet_NaN();
   WindowLosses losses{{Scalar(1.0), Scalar(nan), Scalar(std::numeric_limits<double>::infinity())},
                       {7, 8, 9},
