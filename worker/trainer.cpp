@@ -48,6 +48,7 @@ struct EpochPhases {
   PhaseSeconds device;
   PhaseSeconds host;
 };
+
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
