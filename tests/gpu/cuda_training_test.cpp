@@ -12,14 +12,26 @@ namespace {
 
 using namespace mgpu::testing;
 
-TEST(CudaTraining, TrainsOnTheGpuAndReportsAllocatorPeakMemory) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible: GPU test skipped";
-  TempDir dir;
-  WriteTinyMnistLike(dir / "data", 640, 200);
-  CommandResult result = RunCommand({MGPU_WORKER_BIN, "--data-dir", dir / "data", "--device", "cuda",
-                                     "--epochs", "2", "--num-workers", "2", "--out", dir / "run"});
+// mgpu-worker on the GPU, on a tiny MNIST-like data set, into dir_/run.
+class CudaTraining : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible: GPU test skipped";
+    WriteTinyMnistLike(dir_ / "data", 640, 200);
+  }
+  CommandResult Train(const std::vector<std::string>& flags) {
+    std::vector<std::string> argv = {MGPU_WORKER_BIN, "--data-dir", dir_ / "data", "--device", "cuda",
+                                     "--out", dir_ / "run"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    return RunCommand(argv);
+  }
+  TempDir dir_;
+};
+
+TEST_F(CudaTraining, TrainsOnTheGpuAndReportsAllocatorPeakMemory) {
+  CommandResult result = Train({"--epochs", "2", "--num-workers", "2"});
   ASSERT_EQ(result.exit_code, 0) << result.output;
-  const auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"));
+  const auto summary = nlohmann::json::parse(ReadText(dir_ / "run/summary.json"));
   EXPECT_EQ(summary["devices"][0], "cuda:0");
   EXPECT_GT(summary["peak_memory_bytes"][0].get<double>(), 0);
   EXPECT_GT(summary["test_accuracy"].get<double>(), 90.0);
@@ -33,8 +45,7 @@ TEST(CudaTraining, TrainsOnTheGpuAndReportsAllocatorPeakMemory) {
 
 // A metrics row is read without draining the device: it is complete only once the device has
 // run the work queued before it, and then holds the values the device computed.
-TEST(CudaTraining, MetricsRowsCompleteOnlyOnceTheDevicePassesThem) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible: GPU test skipped";
+TEST_F(CudaTraining, MetricsRowsCompleteOnlyOnceTheDevicePassesThem) {
   const torch::Device device(torch::kCUDA, 0);
   DeferredRows rows(device);
   StepTimeline timeline(device);
@@ -54,14 +65,10 @@ TEST(CudaTraining, MetricsRowsCompleteOnlyOnceTheDevicePassesThem) {
   EXPECT_GT(done[0].metrics.phase_seconds[StepPhase::kBackward], 0.05) << "device time of the queued work";
 }
 
-TEST(CudaTraining, ProfileStepsTraceHoldsTheStepsKernels) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible: GPU test skipped";
-  TempDir dir;
-  WriteTinyMnistLike(dir / "data", 640, 200);
-  CommandResult result = RunCommand({MGPU_WORKER_BIN, "--data-dir", dir / "data", "--device", "cuda",
-                                     "--max-steps", "5", "--profile-steps", "2-3", "--out", dir / "run"});
+TEST_F(CudaTraining, ProfileStepsTraceHoldsTheStepsKernels) {
+  CommandResult result = Train({"--max-steps", "5", "--profile-steps", "2-3"});
   ASSERT_EQ(result.exit_code, 0) << result.output;
-  const auto trace = nlohmann::json::parse(ReadText(dir / "run/trace-rank0.json"));
+  const auto trace = nlohmann::json::parse(ReadText(dir_ / "run/trace-rank0.json"));
   int kernels = 0, steps = 0;
   for (const auto& event : trace["traceEvents"]) {
     kernels += event.value("cat", "") == "kernel";
@@ -69,7 +76,7 @@ TEST(CudaTraining, ProfileStepsTraceHoldsTheStepsKernels) {
   }
   EXPECT_GT(kernels, 20) << "the CUDA activity is in the trace";
   EXPECT_EQ(steps, 2);
-  EXPECT_NE(ReadText(dir / "run/logs/rank-0.log").find("per step, host time:"), std::string::npos);
+  EXPECT_NE(ReadText(dir_ / "run/logs/rank-0.log").find("per step, host time:"), std::string::npos);
 }
 
 }  // namespace
