@@ -23,9 +23,10 @@ struct StepMetrics {
   double loss = 0;
   double lr = 0;
   double loss_scale = 1;
-  double step_seconds = 0;       // mean wall time per optimizer step since the previous row
-  double data_wait_seconds = 0;  // of which waiting for batches, per step
-  double images_per_second = 0;
+  double step_seconds = 0;       // mean time per optimizer step since the previous row: the sum of
+                                 // the phases (device time on a GPU, deferred_rows.h)
+  double data_wait_seconds = 0;  // host time waiting for batches, per step
+  double images_per_second = 0;  // over every rank, from step_seconds
   PhaseSeconds phase_seconds;    // mean per step, measured on the training device (step_timeline.h)
 };
 
