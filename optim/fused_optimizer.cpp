@@ -106,7 +106,6 @@ void FusedOptimizer::Step(const std::optional<torch::Tensor>& grad_scale,
 void FusedOptimizer::StepGroup(const Group& group, const std::optional<torch::Tensor>& grad_scale,
                                const std::optional<torch::Tensor>& found_inf) {
   std::vector<torch::Tensor> params, grads, first, second, steps, velocity;
-  bool first_sgd_step = false;
   for (size_t i : group.members) {
     const torch::Tensor& grad = stepped_[i].grad();
     if (!grad.defined() || !parameters_[i].grad().defined()) continue;
@@ -114,10 +113,11 @@ void FusedOptimizer::StepGroup(const Group& group, const std::optional<torch::Te
     grads.push_back(grad);
     if (options_.kind == "sgd") {
       if (options_.momentum > 0) {
-        if (!momentum_[i].defined()) {
-          momentum_[i] = torch::empty_like(stepped_[i]);  // the kernel fills it on its first step
-          first_sgd_step = true;
-        }
+        // Zeros, not the kernel's first-step fill: a step skipped for a non-finite gradient (the
+        // first ones often are under dynamic loss scaling) would leave that fill undone and the
+        // next step would read uninitialized memory. With dampening 0, momentum 0 makes the first
+        // step taken set the buffer to its gradient, as torch.optim's SGD does.
+        if (!momentum_[i].defined()) momentum_[i] = torch::zeros_like(stepped_[i]);
         velocity.push_back(momentum_[i]);
       }
     } else {
@@ -135,8 +135,8 @@ void FusedOptimizer::StepGroup(const Group& group, const std::optional<torch::Te
   if (options_.kind == "sgd") {
     auto sgd = [&](const auto& lr) {
       at::_fused_sgd_(params, grads, velocity, options_.weight_decay, options_.momentum, lr,
-                      /*dampening=*/0.0, options_.nesterov, /*maximize=*/false, first_sgd_step, grad_scale,
-                      found_inf);
+                      /*dampening=*/0.0, options_.nesterov, /*maximize=*/false, /*is_first_step=*/false,
+                      grad_scale, found_inf);
     };
     if (group.lr.defined()) {
       sgd(group.lr);

@@ -2,6 +2,8 @@
 // optimizers (torch.optim's rules), and the GradScaler contract (unscale, skip on inf).
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "common/status.h"
 #include "optim/fused_optimizer.h"
 
@@ -103,6 +105,38 @@ TEST(FusedOptimizer, UnscalesGradientsAndSkipsTheStepOnInf) {
   with_scale.Step(torch::full({}, 1024.0f), torch::ones({}));
   EXPECT_EQ(MaxDifference(scaled, before), 0.0) << "found_inf skips the update";
   EXPECT_EQ(with_scale.StateTensors()[0].item<float>(), 1.0f) << "and does not count the step";
+}
+
+// Dynamic loss scaling often skips the first steps (the scale starts at 2^16). A skipped step
+// must leave no trace: momentum starts at the first step taken, as torch.optim's SGD does when
+// GradScaler does not call it.
+TEST(FusedOptimizer, SgdMomentumStartsAtTheFirstStepTakenWhenTheFirstIsSkipped) {
+  OptimizerOptions o;
+  o.kind = "sgd";
+  o.lr = 0.1;
+  o.momentum = 0.9;
+  o.weight_decay = 1e-3;
+  std::vector<torch::Tensor> fused_params = MakeParameters(7), reference_params = Clone(fused_params);
+  FusedOptimizer fused(fused_params, o);
+  torch::optim::SGD reference(reference_params, torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-3));
+  SetGradients(fused_params, reference_params, 0);
+  const torch::Tensor scale = torch::ones({}), skip = torch::ones({}), take = torch::zeros({});
+  {  // Freed blocks of the parameters' sizes, full of NaN: the memory a new buffer is likely given.
+    std::vector<torch::Tensor> freed;
+    for (int i = 0; i < 16; ++i) {
+      for (const auto& p : fused_params) freed.push_back(torch::full_like(p, std::numeric_limits<float>::quiet_NaN()));
+    }
+  }
+  fused.Step(scale, skip);  // skipped (found_inf = 1); the reference never steps
+  for (const torch::Tensor& state : fused.StateTensors()) {  // here: momentum buffers, the rest unset
+    EXPECT_TRUE(!state.defined() || state.eq(0).all().item<bool>()) << "the skipped step left " << state;
+  }
+  for (int step = 1; step < 6; ++step) {
+    SetGradients(fused_params, reference_params, step);
+    fused.Step(scale, take);
+    reference.step();
+  }
+  EXPECT_LT(MaxDifference(fused_params, reference_params), 1e-6);
 }
 
 TEST(FusedOptimizer, ZeroGradClearsAndParametersWithoutGradientsAreLeftAlone) {
