@@ -24,6 +24,7 @@ import platform
 import socket
 import subprocess
 import sys
+import time
 
 import torch
 
@@ -80,6 +81,7 @@ def mgpu_run(args, model, precision, world, out, extra_flags=(), mode="ddp"):
         flags += ["--mode", "dp", "--dp-devices", ",".join(f"cuda:{i}" for i in range(world))]
     flags += list(extra_flags)
     port = free_port()
+    started = time.monotonic()
     procs = []
     for rank in range(processes):
         env = dict(os.environ, NCCL_NVLS_ENABLE="0")
@@ -99,8 +101,9 @@ def mgpu_run(args, model, precision, world, out, extra_flags=(), mode="ddp"):
     for p, log in procs:
         p.wait()
         log.close()
+    wall = time.monotonic() - started  # start-up and tear-down included: what the row costs the driver
     if any(codes):
-        return {"impl": "mgpu", "error": f"exit codes {codes}; see {out}.rank*.log"}
+        return {"impl": "mgpu", "error": f"exit codes {codes}; see {out}.rank*.log", "wall_seconds": wall}
     with open(os.path.join(out, "summary.json")) as f:
         summary = json.load(f)
     ips, step_seconds, phases = measured_throughput(out, args.warmup, args.batch * world)
@@ -108,7 +111,8 @@ def mgpu_run(args, model, precision, world, out, extra_flags=(), mode="ddp"):
             "world": world, "batch_per_gpu": args.batch, "parameters": summary.get("parameters"),
             "images_per_second": ips, "peak_memory_bytes": max(summary.get("peak_memory_bytes") or [0]),
             "step_seconds": step_seconds, "device_seconds_per_step": phases,
-            "buckets": len(summary.get("ddp_bucket_bytes") or []), "dp_timing": summary.get("dp_timing")}
+            "buckets": len(summary.get("ddp_bucket_bytes") or []), "dp_timing": summary.get("dp_timing"),
+            "wall_seconds": wall}
 
 
 def pytorch_runs(args, model, precisions, world, mode="ddp"):
@@ -117,6 +121,7 @@ def pytorch_runs(args, model, precisions, world, mode="ddp"):
     cmd = [sys.executable, os.path.join(HERE, "reference_train.py"), "--model", model, "--precision",
            ",".join(precisions), "--batch", str(args.batch), "--world", str(world), "--steps", str(args.steps),
            "--warmup", str(args.warmup), "--port", str(free_port())] + (["--data-parallel"] if mode == "dp" and world > 1 else [])
+    started = time.monotonic()
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, NCCL_NVLS_ENABLE="0"),
                               timeout=args.run_timeout * len(precisions))
@@ -127,6 +132,7 @@ def pytorch_runs(args, model, precisions, world, mode="ddp"):
     for line in done.stdout.splitlines():
         if line.startswith("{"):
             row = json.loads(line)
+            row["process_wall_seconds"] = time.monotonic() - started  # one process for all of `precisions`
             results[row["precision"]] = row
     error = done.stderr[-2000:] if done.returncode else "no result line"
     return {p: results.get(p, {"impl": "pytorch", "error": error}) for p in precisions}

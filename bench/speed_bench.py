@@ -1,7 +1,8 @@
 """Speed beyond the reference (issue 10): mgpu's --cuda-graphs, --channels-last and
 --data-on-device, each measured on and off, against PyTorch 2.11 eager in the same invocation.
 
-    python3 bench/speed_bench.py --build build-gpu [--out DIR] [--mnist-dir DIR]
+    python3 bench/speed_bench.py --build build-gpu [--out DIR] [--mnist-dir DIR] [--only lenet,mnist,resnet]
+        [--targets-only]
 
 Rows, one GPU:
   lenet-synthetic  LeNet-5, batch 32, SGD momentum, 28 px images held on the GPU on both sides
@@ -89,23 +90,34 @@ def main():
     parser.add_argument("--out", default="speed-bench-out")
     parser.add_argument("--mnist-dir", default="")
     parser.add_argument("--run-timeout", type=int, default=300)
-    parser.add_argument("--only", choices=["lenet", "mnist", "resnet"], default=None)
+    parser.add_argument("--only", default="lenet,mnist,resnet", help="which of lenet, mnist, resnet to run")
+    parser.add_argument("--targets-only", action="store_true",
+                        help="of each row's variants, only those issue 10's targets compare (PyTorch eager and "
+                        "mgpu's fastest); what bench/run_all.sh runs, to stay within its time")
     args = parser.parse_args()
+    only = args.only.split(",")
+    if not set(only) <= {"lenet", "mnist", "resnet"}:
+        raise SystemExit(f"--only {args.only}: expected a comma-separated list of lenet, mnist, resnet")
     os.makedirs(args.out, exist_ok=True)
     results = {}
-    if args.only in (None, "lenet"):
+
+    def variants(every, target):  # the variants to run: `target` always, the others unless --targets-only
+        return {name: flags for name, flags in every.items() if name == target or not args.targets_only}
+
+    if "lenet" in only:
         results["lenet-synthetic"] = synthetic_rows(
-            args, "lenet", "fp32", 32, 1500, 300,
-            {"mgpu eager (host loader, 4 workers)": [], "mgpu eager --data-on-device": ["--data-on-device", "true"],
-             "mgpu --data-on-device --cuda-graphs": FAST})
-    if args.only in (None, "mnist"):
+            args, "lenet", "fp32", 32, 1500, 300, variants(
+                {"mgpu eager (host loader, 4 workers)": [], "mgpu eager --data-on-device": ["--data-on-device", "true"],
+                 "mgpu --data-on-device --cuda-graphs": FAST}, "mgpu --data-on-device --cuda-graphs"))
+    if "mnist" in only:
         results["mnist-epoch"] = mnist_epoch(args)
-    if args.only in (None, "resnet"):
+    if "resnet" in only:
         results["resnet18-bf16"] = synthetic_rows(
-            args, "resnet18", "amp-bf16", 256, 60, 15,
-            {"mgpu eager --data-on-device": ["--data-on-device", "true"],
-             "mgpu --data-on-device --channels-last": ["--data-on-device", "true", "--channels-last", "true"],
-             "mgpu --data-on-device --channels-last --cuda-graphs": ["--channels-last", "true"] + FAST})
+            args, "resnet18", "amp-bf16", 256, 60, 15, variants(
+                {"mgpu eager --data-on-device": ["--data-on-device", "true"],
+                 "mgpu --data-on-device --channels-last": ["--data-on-device", "true", "--channels-last", "true"],
+                 "mgpu --data-on-device --channels-last --cuda-graphs": ["--channels-last", "true"] + FAST},
+                "mgpu --data-on-device --channels-last --cuda-graphs"))
     meta = {"date": datetime.date.today().isoformat(), "host": platform.node(), "gpu": torch.cuda.get_device_name(0),
             "torch": torch.__version__, "cuda": torch.version.cuda, "command": " ".join(sys.argv)}
     with open(os.path.join(args.out, "speed-bench.json"), "w") as f:

@@ -5,14 +5,17 @@ measures it). bench/run_all.sh calls it at the end; it also reads stored results
     python3 bench/targets.py FILE.json [FILE.json ...]
 
 Recognized files: gpu_bench.py's bench-results.json (DDP/DataParallel/precision rows),
-dp_bench.py's dp-bench-results.json, speed_bench.py's speed-bench.json, launcher_bench.py's
-launcher-bench.json and allreduce_sweep.py's allreduce-sweep.json.
+dp_bench.py's dp-bench-results.json, speed_bench.py's speed-bench.json, divergence_bench.py's
+divergence-bench.json, launcher_bench.py's launcher-bench.json and allreduce_sweep.py's
+allreduce-sweep.json.
 """
 import json
 import sys
 
 
 def kind_of(data):
+    if "divergence" in data:
+        return "divergence"
     if "rows" in data:
         return "gpu"
     if "mgpu" in data and "pytorch" in data:
@@ -64,6 +67,11 @@ def gpu_targets(table, data, source):
                 scaling = m["images_per_second"] / (single["mgpu"]["images_per_second"] * r["world"])
                 table.add(4, f"{r['model']} {r['precision']} DDP x{r['world']}: scaling >= 95%", f"{scaling:.0%}",
                           scaling >= 0.95, source)
+            exposed, step = (m.get("device_seconds_per_step") or {}).get("exposed_comm"), m.get("step_seconds")
+            if exposed is not None and step:
+                table.add(4, f"{r['model']} {r['precision']} DDP x{r['world']}: exposed comm <= 10% of the step",
+                          f"{exposed / step:.1%} ({exposed * 1e3:.2f} of {step * 1e3:.2f} ms)", exposed <= 0.1 * step,
+                          source)
         elif r["world"] == 1 and r["precision"] in ("amp-fp16", "amp-bf16") and r["model"] in ("resnet18", "vgg19"):
             table.add(6, f"{r['model']} {r['precision']}: mgpu >= PyTorch img/s", f"{ratio:.2f}x", ratio >= 1.0, source)
             memory = m["peak_memory_bytes"] / p["peak_memory_bytes"]
@@ -135,10 +143,32 @@ def allreduce_targets(table, data, source):
         table.add(10, "all-reduce busbw sweep through mgpu's communicator, next to NCCL's", measured, True, source)
 
 
-HANDLERS = {"gpu": gpu_targets, "dp": dp_targets, "speed": speed_targets, "launcher": launcher_targets,
-            "allreduce": allreduce_targets}
+def divergence_targets(table, data, source):
+    target = "fp16 without scaling at a high lr stops with exit 3; amp-fp16 + dynamic scaling stays finite"
+    sweep, model = data["divergence"], data["meta"]["model"]
+    point = next((p for p in sweep if p["reproduced"]), None)
+    if point:
+        amp = point["runs"]["amp-fp16 --loss-scale dynamic"]
+        table.add(6, target, f"{model} lr {point['lr']:g}: fp16 exit 3; amp-fp16 last loss {amp['last_loss']:.3g}, "
+                  f"{amp['skipped_steps']} steps skipped", True, source)
+    else:
+        def pytorch(point):  # PyTorch's amp-fp16 on the same recipe, where the driver ran it
+            amp = (point.get("pytorch") or {}).get("amp-dynamic")
+            if not amp:
+                return ""
+            first = amp["first_nonfinite_step"]
+            return f" (PyTorch amp-fp16: {f'non-finite from step {first}' if first else 'finite'})"
+        tried = "; ".join(f"lr {p['lr']:g}: " + ", ".join(f"{name.split()[0]} exit {run['exit_code']}"
+                                                         for name, run in p["runs"].items()) + pytorch(p)
+                          for p in sweep)
+        table.add(6, target, f"{model}: {tried}", False, source)
+
+
+HANDLERS = {"gpu": gpu_targets, "dp": dp_targets, "speed": speed_targets, "divergence": divergence_targets,
+            "launcher": launcher_targets, "allreduce": allreduce_targets}
 DRIVERS = {"gpu": "bench/gpu_bench.py", "dp": "bench/dp_bench.py", "speed": "bench/speed_bench.py",
-           "launcher": "bench/launcher_bench.py", "allreduce": "bench/allreduce_sweep.py"}
+           "divergence": "bench/divergence_bench.py", "launcher": "bench/launcher_bench.py",
+           "allreduce": "bench/allreduce_sweep.py"}
 
 
 def main():
@@ -159,8 +189,6 @@ def main():
     for kind, driver in DRIVERS.items():
         if kind not in seen:
             table.absent("-", f"targets measured by {driver}", driver)
-    table.absent(6, "fp16 without scaling at a high lr stops with exit 3; amp-fp16 + dynamic scaling stays finite",
-                 "tests/gpu/amp_cuda_test.cpp (ctest -L gpu)")
     table.print()
 
 
