@@ -3,6 +3,7 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 ENV_FILE := $(BUILD_DIR)/.setup.env
 CTEST_ARGS ?=
+BENCH_GPU_ARGS ?=
 
 .PHONY: all deps configure build test demo bench-cpu bench-cpu-workers bench-cpu-ddp bench-gpu clean
 
@@ -41,9 +42,10 @@ bench-cpu-workers: build
 bench-cpu-ddp: build
 	bash bench/cpu_ddp.sh $(BUILD_DIR)
 
-# Every GPU claim against PyTorch on a GPU host (bench/run_all.sh; results in bench-results-DATE/).
+# Every GPU claim against PyTorch on a GPU host (bench/run_all.sh; results in bench-results-DATE/);
+# BENCH_GPU_ARGS=--full runs the whole matrix instead of the rows the targets read.
 bench-gpu: build
-	. ./$(ENV_FILE) && MGPU_PYTHON="$$MGPU_PYTHON" bash bench/run_all.sh $(BUILD_DIR)
+	. ./$(ENV_FILE) && MGPU_PYTHON="$$MGPU_PYTHON" bash bench/run_all.sh $(BENCH_GPU_ARGS) $(BUILD_DIR)
 
 clean:
 	rm -rf $(BUILD_DIR)
