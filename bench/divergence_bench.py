@@ -3,7 +3,7 @@ loss scaling at a high learning rate produces a non-finite loss, and mgpu stops 
 naming the step, while float16 autocast with dynamic loss scaling trains through the same
 learning rate. Builds nothing: give it a built tree.
 
-    python3 bench/divergence_bench.py --build build-gpu [--out DIR] [--model vgg19] [--lrs 0.1,1,10]
+    python3 bench/divergence_bench.py --build build-gpu [--out DIR] [--model vgg19] [--lrs 1,2,4,8]
 
 For every learning rate of --lrs (ascending), two mgpu-worker runs on one GPU with the same
 model, seed, batch and CIFAR-shaped synthetic data, SGD with momentum 0.9 and weight decay 5e-4
@@ -102,11 +102,11 @@ def main():
     parser.add_argument("--build", default="build-gpu")
     parser.add_argument("--out", default="divergence-bench-out")
     parser.add_argument("--model", default="vgg19", help="the precision experiment's model; resnet18 works too")
-    parser.add_argument("--lrs", default="0.1,1,10", help="learning rates to try, ascending")
+    parser.add_argument("--lrs", default="1,2,4,8", help="learning rates to try, ascending")
     parser.add_argument("--weight-decay", type=float, default=5e-4, help="the precision experiment's; without it "
                         "the BatchNorm-scaled weights grow until float16 activations overflow in both runs")
     parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--run-timeout", type=int, default=120)
     parser.add_argument("--device", default="cuda", help="cuda; cpu (with a small --model) tries the driver out")
     args = parser.parse_args()

@@ -68,7 +68,7 @@ fi
 step gpu bench-results.json "$PYTHON" "$HERE/gpu_bench.py" --build "$BUILD" --out "$OUT/gpu" "${gpu_rows[@]}" \
   --multi-precisions fp32,amp-bf16 --steps 60 --warmup 20 --run-timeout 90
 step divergence divergence-bench.json "$PYTHON" "$HERE/divergence_bench.py" --build "$BUILD" \
-  --out "$OUT/divergence" --model vgg19 --lrs 1,2,4,8 --steps 300 --run-timeout 60
+  --out "$OUT/divergence" --model vgg19 --run-timeout 60
 if [ "$GPUS" -ge 2 ]; then
   step dp dp-bench-results.json "$PYTHON" "$HERE/dp_bench.py" --build "$BUILD" --out "$OUT/dp" --gpus "$GPUS" \
     --mnist-dir "$MNIST" "${dp_rows[@]}" --steps 30 --warmup 10 --run-timeout 90
