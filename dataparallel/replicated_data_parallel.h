@@ -20,7 +20,7 @@
 
 #include "dataparallel/data_parallel.h"
 #include "dataparallel/device_timer.h"
-#include "dataparallel/flat_buffers.h"
+#include "ddp/flat_buffers.h"
 #include "dataparallel/replica_collectives.h"
 #include "dataparallel/replica_threads.h"
 

@@ -40,8 +40,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
                                                  Communicator& communicator, DdpOptions options)
     : module_(std::move(module)),
       communicator_(communicator),
-      options_(std::move(options)),
-      inverse_world_(torch::scalar_tensor(1.0 / communicator.size(), torch::kDouble)) {
+      options_(std::move(options)) {
   if (options_.compression != "none" && options_.compression != "fp16" && options_.compression != "bf16") {
     throw BadInputError(fmt::format("unknown DDP gradient compression '{}'; use none, fp16 or bf16",
                                     options_.compression));
@@ -56,6 +55,12 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   std::vector<torch::Tensor> state = parameters_;
   state.insert(state.end(), buffers_.begin(), buffers_.end());
   BroadcastFromRankZero(state, "initial parameters and buffers");
+  if (options_.broadcast_buffers && !buffers_.empty() && communicator_.size() > 1) {
+    torch::NoGradGuard no_grad;
+    flat_buffers_ = std::make_unique<FlatBuffers>(buffers_, buffers_[0].device());
+    flat_buffers_->Pack(buffers_);
+    for (size_t k = 0; k < buffers_.size(); ++k) buffers_[k].set_data(flat_buffers_->views()[k]);
+  }
   std::vector<size_t> reverse_order;
   for (size_t i = parameters_.size(); i-- > 0;) reverse_order.push_back(i);
   BuildBuckets(reverse_order);
@@ -130,7 +135,8 @@ void DistributedDataParallel::BuildBuckets(const std::vector<size_t>& order) {
     slots.push_back({static_cast<int64_t>(p.numel() * p.element_size()),
                      std::string(c10::toString(p.scalar_type())) + "@" + p.device().str()});
   }
-  const BucketPlan plan = PlanBuckets(slots, order, options_.first_bucket_cap_bytes, options_.bucket_cap_bytes);
+  const BucketPlan plan = PlanBuckets(slots, order, options_.first_bucket_cap_bytes, options_.bucket_cap_bytes,
+                                      options_.last_bucket_cap_bytes);
   std::vector<Bucket> buckets(plan.buckets.size());
   locations_.assign(parameters_.size(), Location{});
   for (size_t b = 0; b < plan.buckets.size(); ++b) {
@@ -143,7 +149,11 @@ void DistributedDataParallel::BuildBuckets(const std::vector<size_t>& order) {
     int64_t offset = 0;
     for (size_t slot = 0; slot < bucket.members.size(); ++slot) {
       const torch::Tensor& p = parameters_[bucket.members[slot]];
-      bucket.views.push_back(bucket.contents.narrow(0, offset, p.numel()).view(p.sizes()));
+      // With the parameter's strides where it is dense (channels-last weights), so a gradient
+      // living in the bucket has its parameter's layout, as fused optimizers require.
+      bucket.views.push_back(p.is_non_overlapping_and_dense()
+                                 ? bucket.contents.as_strided(p.sizes(), p.strides(), offset)
+                                 : bucket.contents.narrow(0, offset, p.numel()).view(p.sizes()));
       offset += p.numel();
       locations_[bucket.members[slot]] = Location{b, slot};
     }
@@ -183,7 +193,7 @@ void DistributedDataParallel::OnGradientReady(size_t index) {
   LaunchReadyBuckets();
 }
 
-// Requires mutex_. Puts the parameter's gradient, divided by the world size, into its bucket.
+// Requires mutex_. Puts the parameter's gradient into its bucket (nothing to do when it is a view of it).
 void DistributedDataParallel::MarkReady(size_t index) {
   if (ready_[index]) {
     throw Error(ExitCode::kFailure, fmt::format("parameter '{}' received its gradient twice in one backward pass; "
@@ -197,10 +207,8 @@ void DistributedDataParallel::MarkReady(size_t index) {
   torch::NoGradGuard no_grad;
   if (!grad.defined()) {
     view.zero_();  // an unused parameter (find_unused_parameters)
-  } else if (grad.is_alias_of(view)) {
-    view.mul_(inverse_world_);
-  } else {
-    torch::mul_out(view, grad, inverse_world_);
+  } else if (!grad.is_alias_of(view)) {
+    view.copy_(grad);
     if (options_.gradient_as_bucket_view) grad = view;
   }
   --bucket.pending;
@@ -213,10 +221,10 @@ void DistributedDataParallel::LaunchReadyBuckets() {
     const std::string what = fmt::format("gradient bucket {} of {} ({} bytes)", next_to_launch_, buckets_.size(),
                                          bucket.contents.numel() * bucket.contents.element_size());
     if (options_.compression == "none") {
-      bucket.work = communicator_.AllReduceSum(bucket.contents, what);
+      bucket.work = communicator_.AllReduceMean(bucket.contents, what);
     } else {
       bucket.wire = bucket.contents.to(options_.compression == "fp16" ? torch::kHalf : torch::kBFloat16);
-      bucket.work = communicator_.AllReduceSum(bucket.wire, what);
+      bucket.work = communicator_.AllReduceMean(bucket.wire, what);
     }
     ++next_to_launch_;
   }
@@ -232,9 +240,8 @@ void DistributedDataParallel::ResetIteration() {
 }
 
 void DistributedDataParallel::PrepareForward() {
-  if (options_.broadcast_buffers && !buffers_.empty() && communicator_.size() > 1) {
-    BroadcastFromRankZero(buffers_, "buffers");
-  }
+  if (!flat_buffers_) return;
+  for (const torch::Tensor& group : flat_buffers_->groups()) communicator_.Broadcast(group, 0, "buffers")->Wait();
 }
 
 void DistributedDataParallel::FinishBackward() {

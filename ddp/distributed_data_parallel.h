@@ -9,13 +9,16 @@
 //
 // Construction (collective: every rank, same model) checks parameter names, shapes and dtypes
 // across ranks — a mismatch is a BadInputError on every rank naming the first differing
-// parameter, never a hang — and copies rank 0's parameters and buffers to every rank.
+// parameter, never a hang — and copies rank 0's parameters and buffers to every rank. When
+// buffers are broadcast before each forward, they are moved into one flat tensor per dtype
+// (the module's buffers become views of it), so that broadcast is one collective in place.
 //
-// Buckets: built in reverse parameter order (first bucket 1 MiB, then the cap), per dtype and
-// device; after the first iteration rebuilt once from the order in which gradients became ready
-// on rank 0 (broadcast, so every rank agrees). Each gradient is divided by the world size while
-// it is copied into its bucket; a bucket is launched once all its gradients are in and every
-// earlier bucket has been launched, so all ranks launch the same collectives in the same order.
+// Buckets: built in reverse parameter order (first bucket 1 MiB, then the cap, optionally the
+// last-ready parameters in a small last bucket: bucket_plan.h), per dtype and device; after the first
+// iteration rebuilt once from the order in which gradients became ready on rank 0 (broadcast, so
+// every rank agrees). A bucket is launched once all its gradients are in and every earlier bucket
+// has been launched, so all ranks launch the same collectives in the same order; its all-reduce
+// averages (Communicator::AllReduceMean), so no kernel divides gradients by the world size.
 #pragma once
 
 #include <cstdint>
@@ -28,14 +31,19 @@
 
 #include "ddp/bucket_plan.h"
 #include "ddp/communicator.h"
+#include "ddp/flat_buffers.h"
 
 namespace mgpu {
 
 struct DdpOptions {
   int64_t bucket_cap_bytes = kDefaultBucketCapBytes;
   int64_t first_bucket_cap_bytes = kFirstBucketCapBytes;
-  // Gradients live inside the buckets (no copy in, no copy out); ZeroGrad zeroes them in place.
-  bool gradient_as_bucket_view = false;
+  int64_t last_bucket_cap_bytes = 0;  // > 0: a small last bucket (bucket_plan.h); 0: c10d's plan
+  // Gradients live inside the buckets: autograd accumulates into them, nothing is copied back
+  // after the all-reduce, and ZeroGrad zeroes them in place. False: each gradient is copied
+  // into its bucket and the average copied back (PyTorch's default), which costs a copy kernel
+  // per parameter between the last all-reduce and the optimizer.
+  bool gradient_as_bucket_view = true;
   // Parameters that get no gradient in an iteration are reduced as zeros instead of an error.
   bool find_unused_parameters = false;
   // Broadcast rank 0's buffers before every forward.
@@ -101,12 +109,10 @@ class DistributedDataParallel {
   std::shared_ptr<torch::nn::Module> module_;
   Communicator& communicator_;
   DdpOptions options_;
-  // 1 / world size as a 0-dim CPU tensor: multiplies GPU gradients as a kernel argument, where a
-  // GPU scalar would cost a blocking host-to-device copy per gradient.
-  torch::Tensor inverse_world_;
   std::vector<std::string> names_;
   std::vector<torch::Tensor> parameters_;
   std::vector<torch::Tensor> buffers_;
+  std::unique_ptr<FlatBuffers> flat_buffers_;  // what buffers_ are views of, when broadcast per step
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::vector<uintptr_t> hook_keys_;
 

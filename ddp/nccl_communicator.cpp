@@ -114,6 +114,17 @@ class NcclCommunicator : public Communicator {
     });
   }
 
+  // ncclAvg on floating types multiplies each rank's share by 1/size before summing
+  // (ncclDevPreMulSum): no separate division kernel on either side of the collective.
+  std::unique_ptr<CollectiveWork> AllReduceMean(torch::Tensor tensor, const std::string& what) override {
+    const std::string label = "all-reduce (mean) of " + what, context = CollectiveContext(label, rank_);
+    return Launch(tensor, label, context, [&] {
+      MGPU_NCCL_CHECK(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(tensor.numel()),
+                                    NcclDataType(tensor.scalar_type(), context), ncclAvg, comm_, stream_),
+                      comm_);
+    });
+  }
+
   std::unique_ptr<CollectiveWork> Broadcast(torch::Tensor tensor, int root, const std::string& what) override {
     const std::string label = "broadcast of " + what, context = CollectiveContext(label, rank_);
     return Launch(tensor, label, context, [&] {

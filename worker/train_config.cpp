@@ -330,6 +330,9 @@ std::vector<OptionSpec> BuildOptions() {
   o.push_back(DoubleOption("bucket-cap-mb", &TrainConfig::bucket_cap_mb, false,
                            "DDP gradient bucket size in MiB (the first bucket is 1 MiB)"));
   o.back().aliases = {"bucket_cap_mb"};
+  o.push_back(DoubleOption("last-bucket-cap-mb", &TrainConfig::last_bucket_cap_mb, true,
+                           "DDP: the last-ready gradients up to this many MiB form the last bucket, whose "
+                           "all-reduce cannot overlap backward (default 0: PyTorch's plan, no separate last bucket)"));
   o.push_back(BoolOption("gradient-as-bucket-view", &TrainConfig::gradient_as_bucket_view,
                          "DDP: gradients live in the all-reduce buckets (saves a copy and memory)"));
   o.push_back(BoolOption("find-unused-parameters", &TrainConfig::find_unused_parameters,

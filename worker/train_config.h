@@ -94,13 +94,14 @@ struct TrainConfig {
   // DDP.
   std::string backend = "auto";  // auto: nccl on GPUs, gloo on CPUs
   double bucket_cap_mb = 25;
-  bool gradient_as_bucket_view = false;
+  double last_bucket_cap_mb = 0;
+  bool gradient_as_bucket_view = true;
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;
   std::string ddp_compression = "none";
   int64_t grad_accum = 1;           // micro-batches per optimizer step
   double collective_timeout = 600;  // seconds
-  int64_t nccl_max_ctas = 8;        // thread blocks per NCCL collective; 0: NCCL's choice
+  int64_t nccl_max_ctas = 4;        // thread blocks per NCCL collective; 0: NCCL's choice
 
   // DataParallel (--mode dp, dataparallel/).
   std::string dp_devices = "auto";  // dataparallel/dp_devices.h

@@ -273,6 +273,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   if (ddp) {
     DdpOptions options;
     options.bucket_cap_bytes = static_cast<int64_t>(config.bucket_cap_mb * (1 << 20));
+    options.last_bucket_cap_bytes = static_cast<int64_t>(config.last_bucket_cap_mb * (1 << 20));
     options.gradient_as_bucket_view = config.gradient_as_bucket_view;
     options.find_unused_parameters = config.find_unused_parameters;
     options.broadcast_buffers = config.broadcast_buffers;

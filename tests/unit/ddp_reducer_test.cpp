@@ -1,6 +1,8 @@
 // Specification of DDP's bucket plan and reducer. The reducer runs in-process against a
 // "mirror" communicator that plays a second rank holding exactly this rank's gradients (a sum is
 // a doubling), so averaged gradients must equal the local ones, and every launch is recorded.
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "common/status.h"
@@ -13,26 +15,52 @@ namespace {
 TEST(BucketPlan, FirstBucketIsSmallThenBucketsFillToTheCap) {
   // Six 400-byte parameters, reverse order, first cap 500, cap 1000.
   std::vector<ParameterSlot> slots(6, ParameterSlot{400, "Float@cpu"});
-  BucketPlan plan = PlanBuckets(slots, {5, 4, 3, 2, 1, 0}, 500, 1000);
+  BucketPlan plan = PlanBuckets(slots, {5, 4, 3, 2, 1, 0}, 500, 1000, 0);
   EXPECT_EQ(plan.buckets, (std::vector<std::vector<size_t>>{{5, 4}, {3, 2, 1}, {0}}));
 }
 
 TEST(BucketPlan, GroupsNeverShareABucket) {
   std::vector<ParameterSlot> slots = {{100, "Float@cpu"}, {100, "Half@cpu"}, {100, "Float@cpu"}, {100, "Half@cpu"}};
-  BucketPlan plan = PlanBuckets(slots, {3, 2, 1, 0}, 1 << 20, 1 << 20);
+  BucketPlan plan = PlanBuckets(slots, {3, 2, 1, 0}, 1 << 20, 1 << 20, 0);
   EXPECT_EQ(plan.buckets, (std::vector<std::vector<size_t>>{{3, 1}, {2, 0}}));
 }
 
 TEST(BucketPlan, AParameterLargerThanTheCapStandsAlone) {
   std::vector<ParameterSlot> slots = {{10, "f"}, {5000, "f"}, {10, "f"}};
-  BucketPlan plan = PlanBuckets(slots, {2, 1, 0}, 100, 100);
+  BucketPlan plan = PlanBuckets(slots, {2, 1, 0}, 100, 100, 0);
   EXPECT_EQ(plan.buckets, (std::vector<std::vector<size_t>>{{2, 1}, {0}}));
 }
 
 TEST(BucketPlan, OrderMustListEveryParameterOnce) {
   std::vector<ParameterSlot> slots(3, ParameterSlot{4, "f"});
-  EXPECT_THROW(PlanBuckets(slots, {0, 1}, 10, 10), std::invalid_argument);
-  EXPECT_THROW(PlanBuckets(slots, {0, 1, 1}, 10, 10), std::invalid_argument);
+  EXPECT_THROW(PlanBuckets(slots, {0, 1}, 10, 10, 0), std::invalid_argument);
+  EXPECT_THROW(PlanBuckets(slots, {0, 1, 1}, 10, 10, 0), std::invalid_argument);
+}
+
+TEST(BucketPlan, TheLastReadyParametersFormASmallLastBucket) {
+  // As above, plus a last-bucket cap of 800: parameters 1 and 0 (800 bytes) are launched last
+  // and alone, so {3, 2} no longer waits for the end of backward.
+  std::vector<ParameterSlot> slots(6, ParameterSlot{400, "Float@cpu"});
+  BucketPlan plan = PlanBuckets(slots, {5, 4, 3, 2, 1, 0}, 500, 1000, 800);
+  EXPECT_EQ(plan.buckets, (std::vector<std::vector<size_t>>{{5, 4}, {3, 2}, {1, 0}}));
+}
+
+TEST(BucketPlan, ALastParameterLargerThanTheLastCapIsTheLastBucketAlone) {
+  std::vector<ParameterSlot> slots = {{5000, "f"}, {10, "f"}, {10, "f"}};
+  BucketPlan plan = PlanBuckets(slots, {2, 1, 0}, 100, 100, 100);
+  EXPECT_EQ(plan.buckets, (std::vector<std::vector<size_t>>{{2, 1}, {0}}));
+}
+
+TEST(BucketPlan, AGroupWithinTheLastCapStaysOneBucket) {
+  std::vector<ParameterSlot> slots(3, ParameterSlot{10, "f"});
+  BucketPlan plan = PlanBuckets(slots, {2, 1, 0}, 100, 100, 100);
+  EXPECT_EQ(plan.buckets, (std::vector<std::vector<size_t>>{{2, 1, 0}}));
+}
+
+TEST(BucketPlan, EveryGroupGetsItsOwnLastBucketAfterAllOthers) {
+  std::vector<ParameterSlot> slots = {{100, "Float@cpu"}, {100, "Half@cpu"}, {100, "Float@cpu"}, {100, "Half@cpu"}};
+  BucketPlan plan = PlanBuckets(slots, {3, 2, 1, 0}, 1 << 20, 1 << 20, 100);
+  EXPECT_EQ(plan.buckets, (std::vector<std::vector<size_t>>{{3}, {2}, {1}, {0}}));
 }
 
 class DoneWork : public CollectiveWork {
@@ -50,7 +78,14 @@ class MirrorCommunicator : public Communicator {
     tensor.mul_(2);
     return std::make_unique<DoneWork>();
   }
-  std::unique_ptr<CollectiveWork> Broadcast(torch::Tensor, int, const std::string&) override {
+  // The other rank holds the same gradients: their mean is this rank's.
+  std::unique_ptr<CollectiveWork> AllReduceMean(torch::Tensor, const std::string& what) override {
+    launches.push_back(what);
+    return std::make_unique<DoneWork>();
+  }
+  std::unique_ptr<CollectiveWork> Broadcast(torch::Tensor tensor, int, const std::string& what) override {
+    broadcasts.push_back(what);
+    broadcast_tensors.push_back(tensor);
     return std::make_unique<DoneWork>();
   }
   std::unique_ptr<CollectiveWork> AllGather(torch::Tensor output, torch::Tensor input, const std::string&) override {
@@ -61,6 +96,8 @@ class MirrorCommunicator : public Communicator {
   void Barrier(const std::string&) override {}
 
   std::vector<std::string> launches;
+  std::vector<std::string> broadcasts;
+  std::vector<torch::Tensor> broadcast_tensors;
   bool corrupt_rank_one_signature = false;
 };
 
@@ -137,6 +174,51 @@ TEST(DistributedDataParallel, RebuiltPlanFollowsTheObservedGradientOrder) {
   EXPECT_TRUE(members.back().back() == 6 || members.back().back() == 7);
 }
 
+TEST(DistributedDataParallel, TheLastBucketHoldsTheParametersReadyLast) {
+  auto model = std::make_shared<Mlp>();
+  MirrorCommunicator mirror;
+  DdpOptions options = SmallBuckets();
+  options.last_bucket_cap_bytes = 200;
+  DistributedDataParallel ddp(model, mirror, options);
+  model->forward(torch::randn({2, 8})).sum().backward();
+  ddp.FinishBackward();
+  // Observed order: c, b, a, then the unused layer (6, 7: 80 bytes), which ends the order.
+  const std::vector<std::vector<size_t>> members = ddp.BucketMembers();
+  ASSERT_GE(members.size(), 2u);
+  EXPECT_LE(ddp.BucketBytes().back(), 200);
+  EXPECT_NE(std::find(members.back().begin(), members.back().end(), 6), members.back().end());
+  EXPECT_NE(std::find(members.back().begin(), members.back().end(), 7), members.back().end());
+}
+
+struct NormNet : torch::nn::Module {
+  NormNet() {
+    linear = register_module("linear", torch::nn::Linear(4, 6));
+    norm = register_module("norm", torch::nn::BatchNorm1d(6));
+  }
+  torch::Tensor forward(torch::Tensor x) { return norm(linear(x)); }
+  torch::nn::Linear linear{nullptr};
+  torch::nn::BatchNorm1d norm{nullptr};
+};
+
+TEST(DistributedDataParallel, BuffersAreBroadcastInPlaceAsOneTensorPerDtype) {
+  auto model = std::make_shared<NormNet>();
+  MirrorCommunicator mirror;
+  DistributedDataParallel ddp(model, mirror, DdpOptions{});
+  mirror.broadcasts.clear();
+  mirror.broadcast_tensors.clear();
+  ddp.PrepareForward();
+  // running_mean and running_var (float) in one tensor, num_batches_tracked (long) in another.
+  ASSERT_EQ(mirror.broadcast_tensors.size(), 2u);
+  const torch::Tensor floats = mirror.broadcast_tensors[0], counts = mirror.broadcast_tensors[1];
+  EXPECT_EQ(floats.numel(), 12);
+  EXPECT_EQ(counts.numel(), 1);
+  // The module's buffers are views of the broadcast tensors: batch norm's updates land there.
+  model->forward(torch::randn({8, 4}) + 3);
+  EXPECT_TRUE(torch::equal(floats.narrow(0, 0, 6), model->norm->running_mean));
+  EXPECT_GT(model->norm->running_mean.abs().sum().item<float>(), 0.0f);
+  EXPECT_EQ(counts.item<int64_t>(), 1);
+}
+
 TEST(DistributedDataParallel, MissingGradientsAreAnErrorWithoutFindUnusedParameters) {
   auto model = std::make_shared<Mlp>();
   MirrorCommunicator mirror;
@@ -170,21 +252,38 @@ TEST(DistributedDataParallel, NoSyncAccumulatesLocallyAndTheNextSyncReducesTheSu
   EXPECT_TRUE(torch::allclose(model->a->weight.grad(), 2 * once[0]));
 }
 
-TEST(DistributedDataParallel, GradientAsBucketViewGivesTheSameGradients) {
+TEST(DistributedDataParallel, GradientsInTheBucketsAndCopiedOutOfThemAreTheSame) {
   torch::manual_seed(2);
   auto model = std::make_shared<Mlp>();
   const torch::Tensor x = torch::randn({3, 8});
   const std::vector<torch::Tensor> expected = LocalGradients(model, x);
-  MirrorCommunicator mirror;
-  DdpOptions options = SmallBuckets();
-  options.gradient_as_bucket_view = true;
-  DistributedDataParallel ddp(model, mirror, options);
-  for (int step = 0; step < 3; ++step) {
+  for (bool as_view : {true, false}) {
+    MirrorCommunicator mirror;
+    DdpOptions options = SmallBuckets();
+    options.gradient_as_bucket_view = as_view;
+    DistributedDataParallel ddp(model, mirror, options);
+    for (int step = 0; step < 3; ++step) {
+      ddp.ZeroGrad();
+      model->forward(x).pow(2).sum().backward();
+      ddp.FinishBackward();
+      EXPECT_TRUE(torch::allclose(model->b->weight.grad(), expected[2])) << "view " << as_view << " step " << step;
+    }
+    EXPECT_EQ(model->c->weight.grad().is_view(), as_view) << "a view of its bucket exactly when asked";
     ddp.ZeroGrad();
-    model->forward(x).pow(2).sum().backward();
-    ddp.FinishBackward();
-    EXPECT_TRUE(torch::allclose(model->b->weight.grad(), expected[2])) << "step " << step;
   }
+}
+
+TEST(DistributedDataParallel, BucketViewsKeepAChannelsLastParametersLayout) {
+  auto model = std::make_shared<torch::nn::Module>();
+  auto conv = model->register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3)));
+  conv->weight.set_data(conv->weight.contiguous(torch::MemoryFormat::ChannelsLast));
+  MirrorCommunicator mirror;
+  DistributedDataParallel ddp(model, mirror, DdpOptions{});
+  const torch::Tensor x = torch::randn({2, 3, 5, 5}).contiguous(torch::MemoryFormat::ChannelsLast);
+  conv->forward(x).sum().backward();
+  ddp.FinishBackward();
+  EXPECT_EQ(conv->weight.grad().strides(), conv->weight.strides());
+  EXPECT_TRUE(conv->weight.grad().is_contiguous(torch::MemoryFormat::ChannelsLast));
 }
 
 TEST(DistributedDataParallel, ADifferentModelOnAnotherRankIsNamed) {

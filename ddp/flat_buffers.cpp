@@ -1,4 +1,4 @@
-#include "dataparallel/flat_buffers.h"
+#include "ddp/flat_buffers.h"
 
 namespace mgpu {
 
