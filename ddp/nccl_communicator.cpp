@@ -106,23 +106,13 @@ class NcclCommunicator : public Communicator {
   int size() const override { return size_; }
 
   std::unique_ptr<CollectiveWork> AllReduceSum(torch::Tensor tensor, const std::string& what) override {
-    const std::string label = "all-reduce of " + what, context = CollectiveContext(label, rank_);
-    return Launch(tensor, label, context, [&] {
-      MGPU_NCCL_CHECK(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(tensor.numel()),
-                                    NcclDataType(tensor.scalar_type(), context), ncclSum, comm_, stream_),
-                      comm_);
-    });
+    return AllReduce(tensor, ncclSum, "all-reduce of " + what);
   }
 
   // ncclAvg on floating types multiplies each rank's share by 1/size before summing
   // (ncclDevPreMulSum): no separate division kernel on either side of the collective.
   std::unique_ptr<CollectiveWork> AllReduceMean(torch::Tensor tensor, const std::string& what) override {
-    const std::string label = "all-reduce (mean) of " + what, context = CollectiveContext(label, rank_);
-    return Launch(tensor, label, context, [&] {
-      MGPU_NCCL_CHECK(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(tensor.numel()),
-                                    NcclDataType(tensor.scalar_type(), context), ncclAvg, comm_, stream_),
-                      comm_);
-    });
+    return AllReduce(tensor, ncclAvg, "all-reduce (mean) of " + what);
   }
 
   std::unique_ptr<CollectiveWork> Broadcast(torch::Tensor tensor, int root, const std::string& what) override {
@@ -170,6 +160,15 @@ class NcclCommunicator : public Communicator {
     std::chrono::steady_clock::time_point deadline;
     CollectiveTracker::Token outstanding;  // until the watchdog sees `done`
   };
+
+  std::unique_ptr<CollectiveWork> AllReduce(const torch::Tensor& tensor, ncclRedOp_t op, const std::string& label) {
+    const std::string context = CollectiveContext(label, rank_);
+    return Launch(tensor, label, context, [&] {
+      MGPU_NCCL_CHECK(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(tensor.numel()),
+                                    NcclDataType(tensor.scalar_type(), context), op, comm_, stream_),
+                      comm_);
+    });
+  }
 
   template <typename Call>
   // `label` names the collective ("all-reduce of bucket 2"), `context` adds the rank and host.
