@@ -332,9 +332,10 @@ std::vector<OptionSpec> BuildOptions() {
   o.back().aliases = {"bucket_cap_mb"};
   o.push_back(DoubleOption("last-bucket-cap-mb", &TrainConfig::last_bucket_cap_mb, true,
                            "DDP: the last-ready gradients up to this many MiB form the last bucket, whose "
-                           "all-reduce cannot overlap backward (default 0: PyTorch's plan, no separate last bucket)"));
+                           "all-reduce cannot overlap backward (0: PyTorch's plan, no separate last bucket)"));
   o.push_back(BoolOption("gradient-as-bucket-view", &TrainConfig::gradient_as_bucket_view,
-                         "DDP: gradients live in the all-reduce buckets (saves a copy and memory)"));
+                         "DDP: gradients live in the all-reduce buckets, nothing is copied back after the all-reduce "
+                         "(false: PyTorch's default, a copy per parameter)"));
   o.push_back(BoolOption("find-unused-parameters", &TrainConfig::find_unused_parameters,
                          "DDP: reduce parameters without a gradient as zeros instead of failing"));
   o.push_back(BoolOption("broadcast-buffers", &TrainConfig::broadcast_buffers,
