@@ -33,7 +33,7 @@ bench-cpu: build
 	bash bench/cpu_lenet.sh $(BUILD_DIR)
 
 # The num_workers table (LeNet, affine augmentation, 0/2/4 workers) against PyTorch + torchvision;
-# the set-up step adds Pillow to a bench-only venv once.
+# the set-up step adds torchvision and Pillow (bench/bench-requirements.txt) to a bench-only venv once.
 bench-cpu-workers: build
 	bash bench/setup_bench_env.sh $(BUILD_DIR)
 	bash bench/cpu_lenet_workers.sh $(BUILD_DIR)

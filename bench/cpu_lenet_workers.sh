@@ -6,25 +6,39 @@
 #   bash bench/cpu_lenet_workers.sh [BUILD_DIR] [REPEATS]
 # WORKERS (default "0 2 4") and SEEDS (default 42) pick the rows; with several seeds the script
 # ends with each side's mean accuracy, which one seed cannot show (one epoch of LeNet moves by
-# about a point between seeds).
+# about a point between seeds). DEVICE=cuda runs both sides' model on the GPU (issue 3's GPU row:
+# the loaders stay on the CPU). On a host without a package registry, BENCH_WHEELS=DIR (from
+# bench/fetch_bench_wheels.sh) is unpacked into a temporary folder on PYTHONPATH, with
+# MGPU_BENCH_PYTHON naming a Python that has torch, e.g. on the GPU host:
+#   DEVICE=cuda BENCH_WHEELS=.whl MGPU_BENCH_PYTHON=python3 WORKERS=4 bash bench/cpu_lenet_workers.sh build-gpu
 set -euo pipefail
 BUILD_DIR=${1:-build}
 REPEATS=${2:-1}
 THREADS=${THREADS:-2}
 WORKERS=${WORKERS:-"0 2 4"}
 SEEDS=${SEEDS:-42}
+DEVICE=${DEVICE:-cpu}
 DATA=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 here=$(cd "$(dirname "$0")" && pwd)
-. "$BUILD_DIR/.setup.env"
+if [ -f "$BUILD_DIR/.setup.env" ]; then . "$BUILD_DIR/.setup.env"; fi  # written by make build; absent in a bare cmake build
 PY=${MGPU_BENCH_PYTHON:-${MGPU_CACHE:-$HOME/.cache/mgpu}/venv-bench/bin/python}
-if ! "$PY" -c 'import torchvision, PIL' 2>/dev/null; then
-  echo "cpu_lenet_workers.sh: $PY cannot import torchvision and PIL; run bash bench/setup_bench_env.sh $BUILD_DIR first" >&2
-  exit 2
-fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+if [ -n "${BENCH_WHEELS:-}" ]; then
+  for wheel in "$BENCH_WHEELS"/*.whl; do
+    [ -f "$wheel" ] || { echo "cpu_lenet_workers.sh: BENCH_WHEELS=$BENCH_WHEELS holds no .whl files; fill it with bash bench/fetch_bench_wheels.sh $BENCH_WHEELS" >&2; exit 2; }
+    "$PY" -m zipfile -e "$wheel" "$out/site"
+  done
+  export PYTHONPATH="$out/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+if ! "$PY" -c 'import torchvision, PIL' 2>/dev/null; then
+  echo "cpu_lenet_workers.sh: $PY cannot import torchvision and PIL; run bash bench/setup_bench_env.sh $BUILD_DIR first" \
+    "(or, on a host without a package registry, pass BENCH_WHEELS=DIR filled by bench/fetch_bench_wheels.sh)" >&2
+  exit 2
+fi
 
 echo "machine: $(uname -n), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+if [ "$DEVICE" != cpu ]; then echo "device: $DEVICE ($("$PY" -c 'import torch; print(torch.cuda.get_device_name(0))'))"; fi
 echo "date: $(date -u +%Y-%m-%d), intra-op threads $THREADS, batch 32, Adam lr 0.001, 1 epoch, repeats $REPEATS"
 echo "$("$PY" -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)')"
 echo
@@ -34,12 +48,12 @@ m_total=0; t_total=0; runs=0
 for w in $WORKERS; do
   for seed in $SEEDS; do
   for r in $(seq 1 "$REPEATS"); do
-    "$BUILD_DIR/bin/mgpu-worker" --seed "$seed" --model lenet --dataset fashion-mnist --data-dir "$DATA" --device cpu \
+    "$BUILD_DIR/bin/mgpu-worker" --seed "$seed" --model lenet --dataset fashion-mnist --data-dir "$DATA" --device "$DEVICE" \
       --threads "$THREADS" --batch-size 32 --epochs 1 --optimizer adam --lr 0.001 --augment affine \
       --num-workers "$w" --progress lines --out "$out/mgpu-$w-$r" > "$out/mgpu-$w-$r.log" 2>&1
     read -r m_sec m_wait m_acc < <("$PY" -c "import json,sys; s=json.load(open(sys.argv[1])); e=s['epochs_detail'][0]; print(e['seconds'], e['data_wait_seconds'], s['test_accuracy'])" "$out/mgpu-$w-$r/summary.json")
     read -r t_sec t_acc < <("$PY" "$here/lenet_workers_reference.py" --seed "$seed" --data-dir "$DATA" --threads "$THREADS" \
-      --num-workers "$w" 2> "$out/torch-$w-$r.err" | "$PY" -c "import json,sys; r=json.loads(sys.stdin.read()); print(r['epoch_seconds'], r['test_accuracy'])")
+      --device "$DEVICE" --num-workers "$w" 2> "$out/torch-$w-$r.err" | "$PY" -c "import json,sys; r=json.loads(sys.stdin.read()); print(r['epoch_seconds'], r['test_accuracy'])")
     printf '| %d | %d | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n' "$w" "$seed" "$r" "$m_sec" "$m_wait" "$m_acc" \
       "$t_sec" "$t_acc" "$(echo "$m_sec / $t_sec" | bc -l)"
     m_total=$(echo "$m_total + $m_acc" | bc -l); t_total=$(echo "$t_total + $t_acc" | bc -l); runs=$((runs + 1))
