@@ -46,8 +46,9 @@ class Communicator {
   virtual std::unique_ptr<CollectiveWork> AllReduceSum(torch::Tensor tensor, const std::string& what) = 0;
   // Replaces `tensor` (contiguous, floating point) by its mean over all ranks, each rank's share
   // divided by size() before the sum (so a half-precision sum cannot overflow where the mean
-  // fits): inside the collective on nccl (ncclAvg), on the caller's thread before it elsewhere.
-  virtual std::unique_ptr<CollectiveWork> AllReduceMean(torch::Tensor tensor, const std::string& what) = 0;
+  // fits). This default divides on the caller's thread, then sums (gloo and mpi have no
+  // average); nccl divides inside the collective (ncclAvg).
+  virtual std::unique_ptr<CollectiveWork> AllReduceMean(torch::Tensor tensor, const std::string& what);
   // Copies root's `tensor` (contiguous) into every rank's.
   virtual std::unique_ptr<CollectiveWork> Broadcast(torch::Tensor tensor, int root, const std::string& what) = 0;
   // `output` (contiguous, size() × input.numel() elements): rank r's `input` lands in slice r.

@@ -54,12 +54,6 @@ class GlooCommunicator : public Communicator {
     return Wrap([&] { return backend_->allreduce(tensors, options); }, "all-reduce of " + what);
   }
 
-  // Gloo has no average: each rank divides its share first.
-  std::unique_ptr<CollectiveWork> AllReduceMean(torch::Tensor tensor, const std::string& what) override {
-    tensor.div_(size_);
-    return AllReduceSum(tensor, what);
-  }
-
   std::unique_ptr<CollectiveWork> Broadcast(torch::Tensor tensor, int root, const std::string& what) override {
     std::vector<torch::Tensor> tensors = {tensor};
     c10d::BroadcastOptions options;

@@ -102,12 +102,6 @@ class MpiCommunicator : public Communicator {
                                      std::move(finish));
   }
 
-  // MPI has no average: each rank divides its share first.
-  std::unique_ptr<CollectiveWork> AllReduceMean(torch::Tensor tensor, const std::string& what) override {
-    tensor.div_(size_);
-    return AllReduceSum(tensor, what);
-  }
-
   std::unique_ptr<CollectiveWork> Broadcast(torch::Tensor tensor, int root, const std::string& what) override {
     const std::string context = CollectiveContext("broadcast of " + what, rank_);
     Check(tensor, context);
