@@ -42,23 +42,40 @@ if [ "$DEVICE" != cpu ]; then echo "device: $DEVICE ($("$PY" -c 'import torch; p
 echo "date: $(date -u +%Y-%m-%d), intra-op threads $THREADS, batch 32, Adam lr 0.001, 1 epoch, repeats $REPEATS"
 echo "$("$PY" -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)')"
 echo
-echo "| workers | seed | repeat | mgpu epoch s | mgpu data wait s | mgpu accuracy % | PyTorch epoch s | PyTorch accuracy % | mgpu / PyTorch |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-m_total=0; t_total=0; runs=0
+# mgpu runs each row eagerly and, on a GPU (where LeNet's eager step is launch-bound), again with
+# its kernels replayed as a CUDA graph: VARIANTS="eager graphs" (the default with DEVICE=cuda).
+if [ "$DEVICE" = cpu ]; then VARIANTS=${VARIANTS:-eager}; else VARIANTS=${VARIANTS:-"eager graphs"}; fi
+calc() { awk "BEGIN { printf \"%.4f\", $1 }"; }  # bc is not on every host
+echo "| workers | seed | repeat | mgpu run | mgpu epoch s | mgpu data wait s | mgpu accuracy % | PyTorch epoch s | PyTorch accuracy % | mgpu / PyTorch |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+declare -A m_total
+t_total=0; runs=0
 for w in $WORKERS; do
   for seed in $SEEDS; do
   for r in $(seq 1 "$REPEATS"); do
-    "$BUILD_DIR/bin/mgpu-worker" --seed "$seed" --model lenet --dataset fashion-mnist --data-dir "$DATA" --device "$DEVICE" \
-      --threads "$THREADS" --batch-size 32 --epochs 1 --optimizer adam --lr 0.001 --augment affine \
-      --num-workers "$w" --progress lines --out "$out/mgpu-$w-$r" > "$out/mgpu-$w-$r.log" 2>&1
-    read -r m_sec m_wait m_acc < <("$PY" -c "import json,sys; s=json.load(open(sys.argv[1])); e=s['epochs_detail'][0]; print(e['seconds'], e['data_wait_seconds'], s['test_accuracy'])" "$out/mgpu-$w-$r/summary.json")
     read -r t_sec t_acc < <("$PY" "$here/lenet_workers_reference.py" --seed "$seed" --data-dir "$DATA" --threads "$THREADS" \
       --device "$DEVICE" --num-workers "$w" 2> "$out/torch-$w-$r.err" | "$PY" -c "import json,sys; r=json.loads(sys.stdin.read()); print(r['epoch_seconds'], r['test_accuracy'])")
-    printf '| %d | %d | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n' "$w" "$seed" "$r" "$m_sec" "$m_wait" "$m_acc" \
-      "$t_sec" "$t_acc" "$(echo "$m_sec / $t_sec" | bc -l)"
-    m_total=$(echo "$m_total + $m_acc" | bc -l); t_total=$(echo "$t_total + $t_acc" | bc -l); runs=$((runs + 1))
+    for variant in $VARIANTS; do
+      case $variant in
+        eager) flags=() ;;
+        graphs) flags=(--cuda-graphs true) ;;
+        *) echo "cpu_lenet_workers.sh: VARIANTS entry '$variant' is neither eager nor graphs" >&2; exit 2 ;;
+      esac
+      run="$out/mgpu-$variant-$w-$seed-$r"
+      "$BUILD_DIR/bin/mgpu-worker" --seed "$seed" --model lenet --dataset fashion-mnist --data-dir "$DATA" --device "$DEVICE" \
+        --threads "$THREADS" --batch-size 32 --epochs 1 --optimizer adam --lr 0.001 --augment affine \
+        --num-workers "$w" --progress lines "${flags[@]}" --out "$run" > "$run.log" 2>&1 \
+        || { echo "cpu_lenet_workers.sh: mgpu-worker failed ($variant, $w workers); its log:" >&2; tail -20 "$run.log" >&2; exit 1; }
+      read -r m_sec m_wait m_acc < <("$PY" -c "import json,sys; s=json.load(open(sys.argv[1])); e=s['epochs_detail'][0]; print(e['seconds'], e['data_wait_seconds'], s['test_accuracy'])" "$run/summary.json")
+      printf '| %d | %d | %d | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n' "$w" "$seed" "$r" "$variant" "$m_sec" "$m_wait" \
+        "$m_acc" "$t_sec" "$t_acc" "$(calc "$m_sec / $t_sec")"
+      m_total[$variant]=$(calc "${m_total[$variant]:-0} + $m_acc")
+    done
+    t_total=$(calc "$t_total + $t_acc"); runs=$((runs + 1))
   done
   done
 done
-printf '\nmean test accuracy over %d runs: mgpu %.2f %%, PyTorch %.2f %% (difference %.2f points)\n' "$runs" \
-  "$(echo "$m_total / $runs" | bc -l)" "$(echo "$t_total / $runs" | bc -l)" "$(echo "($m_total - $t_total) / $runs" | bc -l)"
+for variant in $VARIANTS; do
+  printf '\nmean test accuracy over %d runs: mgpu (%s) %.2f %%, PyTorch %.2f %% (difference %.2f points)\n' "$runs" "$variant" \
+    "$(calc "${m_total[$variant]} / $runs")" "$(calc "$t_total / $runs")" "$(calc "(${m_total[$variant]} - $t_total) / $runs")"
+done

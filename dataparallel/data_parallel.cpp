@@ -23,6 +23,20 @@ torch::Tensor PolicyForward(Classifier& model, const torch::Tensor& images, Prec
 std::unique_ptr<DataParallelEngine> MakeDataParallel(std::shared_ptr<Classifier> primary,
                                                      DataParallelOptions options) {
   if (options.devices.empty()) throw BadInputError("--dp-devices: no device given");
+  if (options.cuda_graphs) {
+    if (options.impl != "mgpu") {
+      throw BadInputError(fmt::format("--cuda-graphs cannot be combined with --dp-impl {}, which rebuilds its replicas "
+                                      "at every step; use --dp-impl mgpu or drop --cuda-graphs",
+                                      options.impl));
+    }
+    for (const auto& device : options.devices) {
+      if (!device.is_cuda()) {
+        throw BadInputError(fmt::format("--cuda-graphs needs CUDA devices, but --dp-devices names {}; drop "
+                                        "--cuda-graphs or list CUDA devices only",
+                                        device.str()));
+      }
+    }
+  }
   if (options.impl == "mgpu") return std::make_unique<ReplicatedDataParallel>(std::move(primary), std::move(options));
   if (options.impl == "libtorch") return std::make_unique<LibTorchDataParallel>(std::move(primary), std::move(options));
   throw BadInputError(fmt::format("--dp-impl '{}' is not one of: mgpu, libtorch", options.impl));

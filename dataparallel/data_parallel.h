@@ -55,7 +55,8 @@ class DataParallelEngine {
 
   // Adds to summary.json: dp_impl, dp_comm, devices, peak_memory_bytes (one per device) and
   // dp_timing (seconds summed over the run: per-device forward and backward; reduce, step and
-  // broadcast on the primary). Waits for the devices.
+  // broadcast on the primary), and with --cuda-graphs cuda_graphs (captured, replays,
+  // eager_steps; a replay's time counts as backward). Waits for the devices.
   virtual void Report(nlohmann::json& summary) = 0;
 
   // One line for the start-up table.
@@ -70,6 +71,9 @@ struct DataParallelOptions {
   // which replicas are made; its initial values do not matter.
   std::function<std::shared_ptr<Classifier>()> make_model;
   double label_smoothing = 0;  // of the training loss, as --label-smoothing
+  // --cuda-graphs (impl mgpu, CUDA devices): each replica's forward and backward on its slice is
+  // captured as a CUDA graph and replayed; reduce, optimizer step and broadcast stay eager.
+  bool cuda_graphs = false;
 };
 
 // Throws BadInputError for an unknown impl or devices it cannot use.

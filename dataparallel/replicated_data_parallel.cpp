@@ -1,5 +1,6 @@
 #include "dataparallel/replicated_data_parallel.h"
 
+#include <algorithm>
 #include <optional>
 
 #include <fmt/format.h>
@@ -36,6 +37,7 @@ ReplicatedDataParallel::ReplicatedDataParallel(std::shared_ptr<Classifier> prima
     : devices_(options.devices),
       precision_(options.precision),
       label_smoothing_(options.label_smoothing),
+      cuda_graphs_(options.cuda_graphs),
       threads_(options.devices) {
   replicas_.push_back(std::move(primary));
   for (size_t r = 1; r < devices_.size(); ++r) replicas_.push_back(BuildReplica(options, devices_[r]));
@@ -98,6 +100,22 @@ void ReplicatedDataParallel::Broadcast() {
   timers_[0].Stop(kBroadcast);
 }
 
+torch::Tensor ReplicatedDataParallel::SliceForwardBackward(size_t replica, const torch::Tensor& images,
+                                                          const torch::Tensor& labels, double loss_factor,
+                                                          const torch::Tensor& scale, DeviceTimer* timer) {
+  if (timer) timer->Start(kForward);
+  const torch::Tensor loss_sum = torch::nn::functional::cross_entropy(
+      PolicyForward(*replicas_[replica], images, precision_, /*autocast_cache=*/timer != nullptr), labels,
+      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum).label_smoothing(label_smoothing_));  // ()
+  if (timer) timer->Stop(kForward);
+  if (timer) timer->Start(kBackward);
+  torch::Tensor weighted = loss_sum * loss_factor;
+  if (scale.defined()) weighted = weighted * scale;
+  weighted.backward();
+  if (timer) timer->Stop(kBackward);
+  return loss_sum.detach();
+}
+
 torch::Tensor ReplicatedDataParallel::ForwardBackward(const torch::Tensor& images, const torch::Tensor& labels,
                                                       const GradScaler& scaler, double loss_weight) {
   const int64_t batch = images.size(0);
@@ -117,31 +135,64 @@ torch::Tensor ReplicatedDataParallel::ForwardBackward(const torch::Tensor& image
   if (scaler.enabled()) {
     for (size_t r = 0; r < n; ++r) scales[r] = scaler.scale_tensor().to(devices_[r], /*non_blocking=*/true);
   }
+  // The slice's summed loss over the global batch size: each image's gradient is scaled by 1/B,
+  // as in one process's mean over the whole batch (a slice mean weighted by n_r/B would round twice).
+  const double loss_factor = loss_weight / static_cast<double>(batch);
   const bool training = replicas_[0]->is_training();
+  // Replica r's inputs: its slice of the batch (and the loss scale), on any device.
+  auto slice_inputs = [&](size_t r) {
+    std::vector<torch::Tensor> inputs = {images.narrow(0, starts[r], counts[r]), labels.narrow(0, starts[r], counts[r])};
+    if (scales[r].defined()) inputs.push_back(scales[r]);
+    return inputs;
+  };
+  auto prepare = [&](size_t r) {
+    AttachGradients(r);
+    if (r > 0) replicas_[r]->train(training);
+  };
+
+  bool replay = false;
+  if (cuda_graphs_) {
+    if (graphs_.empty() && eager_calls_ >= kEagerCallsBeforeCapture && batch >= largest_eager_batch_ &&
+        batch >= static_cast<int64_t>(n)) {
+      graphs_.resize(n);
+      graph_batch_ = batch;
+      graph_loss_factor_ = loss_factor;
+      threads_.Run([&](size_t r) {
+        std::lock_guard<std::mutex> one_at_a_time(capture_mutex_);
+        prepare(r);
+        graphs_[r] = std::make_unique<CapturedGraph>(
+            slice_inputs(r),
+            [&, r](const std::vector<torch::Tensor>& in) {
+              return SliceForwardBackward(r, in[0], in[1], loss_factor, in.size() > 2 ? in[2] : torch::Tensor(),
+                                          /*timer=*/nullptr);
+            },
+            devices_[r], "--cuda-graphs");
+      });
+    }
+    replay = !graphs_.empty() && batch == graph_batch_ && loss_factor == graph_loss_factor_;
+    if (replay) {
+      ++replays_;
+    } else {
+      ++eager_calls_;
+      largest_eager_batch_ = std::max(largest_eager_batch_, batch);
+    }
+  }
+
   std::vector<torch::Tensor> losses(n);
   threads_.Run([&](size_t r) {
     std::optional<c10::DeviceGuard> device_guard;  // the CPU needs none
     if (devices_[r].is_cuda()) device_guard.emplace(devices_[r]);
-    AttachGradients(r);
+    prepare(r);
     if (counts[r] == 0) return;  // fewer images than devices: its gradients stay zero
-    if (r > 0) replicas_[r]->train(training);
-    DeviceTimer& timer = timers_[r];
-    timer.Start(kForward);
+    if (replay) {
+      timers_[r].Start(kBackward);  // forward and backward in one launch
+      losses[r] = graphs_[r]->Replay(slice_inputs(r));
+      timers_[r].Stop(kBackward);
+      return;
+    }
     const torch::Tensor x = images.narrow(0, starts[r], counts[r]).to(devices_[r], /*non_blocking=*/true);
     const torch::Tensor y = labels.narrow(0, starts[r], counts[r]).to(devices_[r], /*non_blocking=*/true);
-    // The slice's summed loss over the global batch size: each image's gradient is scaled by
-    // 1/B, as in one process's mean over the whole batch (a slice mean weighted by n_r/B would
-    // round twice).
-    const torch::Tensor loss_sum = torch::nn::functional::cross_entropy(
-        PolicyForward(*replicas_[r], x, precision_), y,
-        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum).label_smoothing(label_smoothing_));  // ()
-    timer.Stop(kForward);
-    timer.Start(kBackward);
-    torch::Tensor weighted = loss_sum * (loss_weight / static_cast<double>(batch));
-    if (scales[r].defined()) weighted = weighted * scales[r];
-    weighted.backward();
-    timer.Stop(kBackward);
-    losses[r] = loss_sum.detach();
+    losses[r] = SliceForwardBackward(r, x, y, loss_factor, scales[r], &timers_[r]);
   });
 
   if (n > 1) {
@@ -186,6 +237,9 @@ void ReplicatedDataParallel::Report(nlohmann::json& summary) {
   summary["dp_comm"] = collectives_->name();
   summary["devices"] = names;
   summary["peak_memory_bytes"] = peaks;
+  if (cuda_graphs_) {
+    summary["cuda_graphs"] = {{"captured", !graphs_.empty()}, {"replays", replays_}, {"eager_steps", eager_calls_}};
+  }
   summary["dp_timing"] = {
       {"clock", devices_[0].is_cuda() ? "cuda-events" : "host"},
       {"devices", names},
@@ -202,8 +256,12 @@ void ReplicatedDataParallel::Report(nlohmann::json& summary) {
 std::string ReplicatedDataParallel::Describe() const {
   std::vector<std::string> names;
   for (const auto& device : devices_) names.push_back(DeviceLabel(device));
-  return fmt::format("mgpu: {} replicas on {} (primary {}), one thread per device, gradients reduced by {}",
-                     devices_.size(), fmt::join(names, ","), names[0], collectives_->name());
+  return fmt::format("mgpu: {} replicas on {} (primary {}), one thread per device{}, gradients reduced by {}",
+                     devices_.size(), fmt::join(names, ","), names[0],
+                     cuda_graphs_ ? fmt::format(", forward + backward as CUDA graphs after {} eager steps",
+                                                kEagerCallsBeforeCapture)
+                                  : "",
+                     collectives_->name());
 }
 
 }  // namespace mgpu

@@ -13,11 +13,19 @@
 // buffers, the running statistics are those the primary's slice updates; the replicas'
 // updates are overwritten by the next broadcast. Gradient accumulation (--grad-accum) reduces
 // after every micro-batch into the primary's accumulating gradients.
+//
+// --cuda-graphs: after kEagerCallsBeforeCapture eager calls, the next call with a full-sized
+// batch captures every replica's forward + backward on its slice as a CUDA graph (one replica
+// at a time), and later calls with that batch size replay them, each on its own thread; other
+// batch sizes (an epoch's last) run eagerly. A small model's step is launch-bound: a replica's
+// half of a LeNet batch costs as much host time to launch as the whole batch does on one device.
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <vector>
 
+#include "dataparallel/captured_graph.h"
 #include "dataparallel/data_parallel.h"
 #include "dataparallel/device_timer.h"
 #include "ddp/flat_buffers.h"
@@ -38,6 +46,14 @@ class ReplicatedDataParallel : public DataParallelEngine {
 
  private:
   enum Interval : size_t { kForward, kBackward, kReduce, kStep, kBroadcast, kIntervals };
+  static constexpr int64_t kEagerCallsBeforeCapture = 3;
+
+  // Replica r's forward and backward on its slice, images (b, C, H, W) and labels (b) on its
+  // device: adds to its gradients those of the slice's summed loss × loss_factor (× scale, a ()
+  // tensor, when defined) and returns the summed loss (). `timer`: splits forward from backward
+  // when eager; null under capture.
+  torch::Tensor SliceForwardBackward(size_t replica, const torch::Tensor& images, const torch::Tensor& labels,
+                                     double loss_factor, const torch::Tensor& scale, DeviceTimer* timer);
 
   // Makes replica r's .grad the views of its flat gradient buffers, keeping the values of
   // gradients already there (the trainer's ZeroGrad sets the primary's to none).
@@ -58,6 +74,16 @@ class ReplicatedDataParallel : public DataParallelEngine {
   std::vector<DeviceTimer> timers_;  // per replica; reduce, step and broadcast on [0]
   bool replicas_stale_ = true;       // the primary may differ from the replicas
   int64_t forward_backward_calls_ = 0;
+  // --cuda-graphs: per replica, its forward + backward (inputs: images, labels and, with loss
+  // scaling, the scale; output: the summed loss), captured for one global batch size and loss
+  // factor; empty before capture.
+  bool cuda_graphs_;
+  std::vector<std::unique_ptr<CapturedGraph>> graphs_;
+  int64_t graph_batch_ = 0;
+  double graph_loss_factor_ = 0;
+  int64_t largest_eager_batch_ = 0;
+  int64_t replays_ = 0, eager_calls_ = 0;
+  std::mutex capture_mutex_;  // replicas capture one at a time (captured_graph.h)
   ReplicaThreads threads_;  // last: its threads stop before the members they use go away
 };
 

@@ -24,6 +24,7 @@
 
 #include "amp/grad_scaler.h"
 #include "amp/precision.h"
+#include "dataparallel/captured_graph.h"
 #include "models/classifier.h"
 #include "optim/fused_optimizer.h"
 
@@ -37,7 +38,6 @@ class GraphedTrainStep {
   // scaler skip the step (--on-nonfinite skip), decided on the device.
   GraphedTrainStep(Classifier& model, FusedOptimizer& optimizer, GradScaler& scaler, Precision precision,
                    double label_smoothing, bool skip_nonfinite, torch::Device device);
-  ~GraphedTrainStep();
   GraphedTrainStep(const GraphedTrainStep&) = delete;
   GraphedTrainStep& operator=(const GraphedTrainStep&) = delete;
 
@@ -47,14 +47,13 @@ class GraphedTrainStep {
   torch::Tensor Step(const torch::Tensor& images, const torch::Tensor& labels);
 
   // For summary.json: whether a graph was captured, and how many steps replayed it or ran eagerly.
-  bool captured() const;
+  bool captured() const { return graph_ != nullptr; }
   int64_t replays() const { return replays_; }
   int64_t eager_steps() const { return eager_steps_; }
 
  private:
   // The step itself, eager or under capture; returns the loss ().
   torch::Tensor Run(const torch::Tensor& images, const torch::Tensor& labels, bool capturing);
-  void Capture(const torch::Tensor& images, const torch::Tensor& labels);
 
   Classifier& model_;
   FusedOptimizer& optimizer_;
@@ -64,8 +63,7 @@ class GraphedTrainStep {
   bool skip_nonfinite_;
   torch::Device device_;
 
-  struct Graph;  // the CUDA graph and its static input and output tensors
-  std::unique_ptr<Graph> graph_;
+  std::unique_ptr<CapturedGraph> graph_;  // inputs: images (B, C, H, W), labels (B); output: the loss ()
   int64_t replays_ = 0;
   int64_t eager_steps_ = 0;
   int64_t largest_batch_ = 0;  // of the eager steps: the graph is captured for this size

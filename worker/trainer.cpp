@@ -287,14 +287,14 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
                                    ResolveDataParallelDevices(config.dp_devices, config.device,
                                                               static_cast<int>(torch::cuda::device_count())),
                                    precision, [&config, shape] { return MakeModel(config.model, shape); },
-                                   config.label_smoothing});
+                                   config.label_smoothing, config.cuda_graphs});
   }
   FusedOptimizer optimizer = MakeOptimizer(config, model->parameters(), precision);
   GradScaler scaler(loss_scaling, device);
   const bool skip_nonfinite = config.on_nonfinite == "skip";
   summary["parameters"] = CountParameters(*model);
-  std::unique_ptr<GraphedTrainStep> graphed;  // --cuda-graphs: the whole step, replayed
-  if (config.cuda_graphs) {
+  std::unique_ptr<GraphedTrainStep> graphed;  // --cuda-graphs on one device: the whole step, replayed
+  if (config.cuda_graphs && !data_parallel) {
     graphed = std::make_unique<GraphedTrainStep>(*model, optimizer, scaler, precision, config.label_smoothing,
                                                  skip_nonfinite, device);
   }

@@ -50,6 +50,28 @@ TEST_F(CudaDp, NcclReplicasOnTwoGpusMatchOneGpuWithTheGlobalBatch) {
   EXPECT_NEAR(summary["param_checksum"].get<double>(), reference, 1e-4 * reference);
 }
 
+// Replaying each replica's captured forward + backward follows the eager DataParallel run:
+// 1280 images in batches of 63 are 20 full batches and a last one of 20, so 3 eager calls, the
+// capture with its replay, 16 more replays and the short batch eager.
+TEST_F(CudaDp, CudaGraphsPerReplicaTrainLikeEagerReplicas) {
+  for (const std::string precision : {"fp32", "amp-fp16"}) {
+    std::vector<std::string> flags = {"--mode", "dp", "--dp-devices", "cuda:0,cuda:1", "--precision", precision};
+    if (precision == "amp-fp16") flags.insert(flags.end(), {"--loss-scale", "dynamic"});
+    CommandResult eager = Train("eager-" + precision, flags);
+    ASSERT_EQ(eager.exit_code, 0) << eager.output;
+    flags.insert(flags.end(), {"--cuda-graphs", "true"});
+    CommandResult graphed = Train("graphed-" + precision, flags);
+    ASSERT_EQ(graphed.exit_code, 0) << graphed.output;
+    const nlohmann::json summary = Summary("graphed-" + precision);
+    ASSERT_TRUE(summary.contains("cuda_graphs")) << precision;
+    EXPECT_TRUE(summary["cuda_graphs"]["captured"].get<bool>()) << precision;
+    EXPECT_EQ(summary["cuda_graphs"]["replays"].get<int64_t>(), 17) << precision;
+    EXPECT_EQ(summary["cuda_graphs"]["eager_steps"].get<int64_t>(), 4) << precision;
+    const double reference = Summary("eager-" + precision)["param_checksum"].get<double>();
+    EXPECT_NEAR(summary["param_checksum"].get<double>(), reference, 1e-4 * std::abs(reference)) << precision;
+  }
+}
+
 TEST_F(CudaDp, LibTorchsDataParallelRunsForComparison) {
   CommandResult single = Train("single", {"--device", "cuda:0"});
   ASSERT_EQ(single.exit_code, 0) << single.output;

@@ -313,10 +313,22 @@ TEST(TrainConfig, SpeedOptionsRefuseWhatTheyDoNotSupport) {
   EXPECT_NE(refusal([](TrainConfig& c) { c.data_on_device = true; c.mode = "dp"; }).find("--mode dp"), std::string::npos);
   EXPECT_NE(refusal([](TrainConfig& c) { c.data_on_device = true; c.augment = "affine"; }).find("--augment none"),
             std::string::npos);
+  EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.mode = "dp"; c.dp_impl = "libtorch"; })
+                .find("--dp-impl libtorch"),
+            std::string::npos);
   TrainConfig supported;
   supported.cuda_graphs = supported.channels_last = supported.data_on_device = true;
   supported.precision = "amp-bf16";
   EXPECT_NO_THROW(ValidateConfig(supported));
+  // With --mode dp only the replicas' forward + backward are graphs: the eager rest of the step
+  // may accumulate, clip and keep master weights.
+  TrainConfig data_parallel;
+  data_parallel.cuda_graphs = true;
+  data_parallel.mode = "dp";
+  data_parallel.grad_accum = 2;
+  data_parallel.grad_clip = 1;
+  data_parallel.precision = "o2";
+  EXPECT_NO_THROW(ValidateConfig(data_parallel));
 }
 
 }  // namespace

@@ -163,5 +163,16 @@ TEST(DataParallel, LibTorchsDataParallelIsRefusedOnCpuDevices) {
   EXPECT_NE(message.find("needs CUDA devices"), std::string::npos) << message;
 }
 
+TEST(DataParallel, CudaGraphsAreRefusedOnCpuReplicasAndWithLibTorchsDataParallel) {
+  auto make = [] { return MakeModel("lenet", ModelShape{}); };
+  auto refusal = [&](const std::string& impl) {
+    DataParallelOptions options{impl, {kCpu, kCpu}, Precision::kFp32, make};
+    options.cuda_graphs = true;
+    return BadInputMessage([&] { MakeDataParallel(make(), options); });
+  };
+  EXPECT_NE(refusal("mgpu").find("--cuda-graphs needs CUDA devices, but --dp-devices names cpu"), std::string::npos);
+  EXPECT_NE(refusal("libtorch").find("--cuda-graphs cannot be combined with --dp-impl libtorch"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace mgpu
