@@ -101,7 +101,7 @@ struct TrainConfig {
   std::string ddp_compression = "none";
   int64_t grad_accum = 1;           // micro-batches per optimizer step
   double collective_timeout = 600;  // seconds
-  int64_t nccl_max_ctas = 4;        // thread blocks per NCCL collective; 0: NCCL's choice
+  int64_t nccl_max_ctas = 0;        // thread blocks per NCCL collective; 0: NCCL's choice
 
   // DataParallel (--mode dp, dataparallel/).
   std::string dp_devices = "auto";  // dataparallel/dp_devices.h
