@@ -360,7 +360,8 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
                    {"step execution", fmt::format("{}, {} tensors, batches from {}",
                                                   graphed ? fmt::format("one CUDA graph after {} eager steps",
                                                                         GraphedTrainStep::kEagerSteps)
-                                                          : "eager",
+                                                  : config.cuda_graphs ? "each replica's forward + backward as a CUDA graph"
+                                                                       : "eager",
                                                   config.channels_last ? "channels-last" : "NCHW",
                                                   config.data_on_device ? "the data set on the device" : "the host loader")},
                    {"effective lr", fmt::format("{} (--lr-scale-rule {}, global batch {})", EffectiveLr(config),

@@ -8,6 +8,7 @@
 #include <ATen/autocast_mode.h>
 
 #include "amp/grad_scaler.h"
+#include "dataparallel/captured_graph.h"
 #include "dataparallel/data_parallel.h"
 #include "dataparallel/dp_devices.h"
 #include "models/model_factory.h"
@@ -172,6 +173,19 @@ TEST(DataParallel, CudaGraphsAreRefusedOnCpuReplicasAndWithLibTorchsDataParallel
   };
   EXPECT_NE(refusal("mgpu").find("--cuda-graphs needs CUDA devices, but --dp-devices names cpu"), std::string::npos);
   EXPECT_NE(refusal("libtorch").find("--cuda-graphs cannot be combined with --dp-impl libtorch"), std::string::npos);
+}
+
+TEST(CapturedGraph, RefusesToCaptureOnTheCpuNamingTheFlag) {
+  const std::string message = BadInputMessage([] {
+    CapturedGraph({torch::zeros({2})}, [](const std::vector<torch::Tensor>& in) { return in[0] * 2; }, kCpu,
+                  "--cuda-graphs");
+  });
+#ifdef MGPU_WITH_CUDA
+  EXPECT_NE(message.find("--cuda-graphs needs CUDA devices, not cpu"), std::string::npos) << message;
+#else
+  EXPECT_NE(message.find("--cuda-graphs: this mgpu was built against a LibTorch without CUDA"), std::string::npos)
+      << message;
+#endif
 }
 
 }  // namespace
