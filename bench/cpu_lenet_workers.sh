@@ -7,10 +7,11 @@
 # WORKERS (default "0 2 4") and SEEDS (default 42) pick the rows; with several seeds the script
 # ends with each side's mean accuracy, which one seed cannot show (one epoch of LeNet moves by
 # about a point between seeds). DEVICE=cuda runs both sides' model on the GPU (issue 3's GPU row:
-# the loaders stay on the CPU). On a host without a package registry, BENCH_WHEELS=DIR (from
-# bench/fetch_bench_wheels.sh) is unpacked into a temporary folder on PYTHONPATH, with
-# MGPU_BENCH_PYTHON naming a Python that has torch, e.g. on the GPU host:
-#   DEVICE=cuda BENCH_WHEELS=.whl MGPU_BENCH_PYTHON=python3 WORKERS=4 bash bench/cpu_lenet_workers.sh build-gpu
+# the loaders stay on the CPU), and mgpu both eagerly and with --cuda-graphs (VARIANTS). On a
+# host without a package registry, BENCH_WHEELS=DIR (from bench/fetch_bench_wheels.sh) is
+# unpacked into a temporary folder on PYTHONPATH, with MGPU_BENCH_PYTHON naming a Python that has
+# torch, e.g. on the GPU host:
+#   DEVICE=cuda BENCH_WHEELS=.whl MGPU_BENCH_PYTHON=python3 bash bench/cpu_lenet_workers.sh build-gpu
 set -euo pipefail
 BUILD_DIR=${1:-build}
 REPEATS=${2:-1}
