@@ -1,23 +1,31 @@
 """PyTorch's side of bench/divergence_bench.py: the same recipe (VGG-19 or ResNet-18 as mgpu
 builds them, with mgpu's initialization: Kaiming-normal fan-out convolutions, N(0, 0.01) linear
-layers; SGD momentum 0.9, weight decay; batch 256 of CIFAR-shaped random images) in
+layers; SGD momentum 0.9, weight decay; batch 256 of CIFAR-shaped random images, or of
+Fashion-MNIST normalized as mgpu does) in
   fp16-none     model.half() with BatchNorm kept in float32, no loss scaling
   amp-dynamic   float32 model, torch.autocast(float16), torch.amp.GradScaler
-Prints one JSON line per run: the first step whose loss was not finite (null if none), how many
-of the steps had one, and the final loss scale. PyTorch does not stop on a non-finite loss;
-GradScaler skips the step instead, so "first_nonfinite_step" is the comparable figure.
+for every seed of --seeds. Prints one JSON line per run: the first step whose loss was not finite
+(null if none), how many of the steps had one, the last loss and the final loss scale. PyTorch
+does not stop on a non-finite loss; GradScaler skips the step instead, so "first_nonfinite_step"
+is the comparable figure, and a run "stays finite" when its last loss is finite and its scale is
+above 0 (a scale of 0 never grows again).
 """
 import argparse
+import gzip
 import json
+import math
 import os
 import sys
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reference_train import build  # noqa: E402
+
+FASHION_MNIST_MEAN, FASHION_MNIST_STD = 0.2860, 0.3530  # data/image_dataset.cpp
 
 
 def init_as_mgpu(model):
@@ -34,9 +42,40 @@ def init_as_mgpu(model):
             nn.init.zeros_(m.bias)
 
 
-def run(args, lr, mode, batches):
-    torch.manual_seed(args.seed)
-    model = build(args.model).cuda()
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    dims = data[3]
+    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
+
+
+def batches_for(args, seed, train):
+    """The --steps batches of one run: (B, C, H, W) float32 images and (B) labels on the GPU."""
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    if train is None:
+        return [(torch.randn(args.batch, 3, 32, 32, device="cuda", generator=generator),
+                 torch.randint(0, 10, (args.batch,), device="cuda", generator=generator)) for _ in range(args.steps)]
+    images, labels = train  # (N, 1, 28, 28) normalized, (N)
+    order, batches = torch.empty(0, dtype=torch.long, device="cuda"), []
+    for _ in range(args.steps):
+        if order.numel() < args.batch:  # a new epoch: a fresh permutation, the partial batch dropped
+            order = torch.randperm(images.size(0), device="cuda", generator=generator)
+        take, order = order[:args.batch], order[args.batch:]
+        batches.append((images[take], labels[take]))
+    return batches
+
+
+def make_model(args):
+    model = build(args.model)
+    if args.dataset == "fashion-mnist":  # mgpu's ResNet-18 takes the data's one channel at its first convolution
+        model.conv1 = nn.Conv2d(1, 64, 3, 1, 1, bias=False)
+    return model
+
+
+def run(args, lr, mode, seed, batches):
+    torch.manual_seed(seed)
+    model = make_model(args).cuda()
     init_as_mgpu(model)
     if mode == "fp16-none":
         model.half()
@@ -56,26 +95,37 @@ def run(args, lr, mode, batches):
         if not torch.isfinite(loss).item():
             nonfinite += 1
             first = first or step
-    return {"impl": "pytorch", "model": args.model, "lr": lr, "mode": mode, "steps": len(batches),
-            "first_nonfinite_step": first, "nonfinite_steps": nonfinite,
-            "final_loss_scale": scaler.get_scale() if mode == "amp-dynamic" else 1.0, "last_loss": loss.item()}
+    scale = scaler.get_scale() if mode == "amp-dynamic" else 1.0
+    return {"impl": "pytorch", "model": args.model, "dataset": args.dataset, "lr": lr, "mode": mode, "seed": seed,
+            "steps": len(batches), "first_nonfinite_step": first, "nonfinite_steps": nonfinite,
+            "final_loss_scale": scale, "last_loss": loss.item(),
+            "stays_finite": math.isfinite(loss.item()) and scale > 0}
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default="vgg19")
+    parser.add_argument("--model", default="resnet18")
+    parser.add_argument("--dataset", default="synthetic", choices=["synthetic", "fashion-mnist"])
+    parser.add_argument("--data-dir", default=os.environ.get("FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist"))
     parser.add_argument("--lrs", default="1,2")
+    parser.add_argument("--seeds", default="42")
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--weight-decay", type=float, default=5e-4)
-    parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args()
-    generator = torch.Generator(device="cuda").manual_seed(args.seed)
-    batches = [(torch.randn(args.batch, 3, 32, 32, device="cuda", generator=generator),
-                torch.randint(0, 10, (args.batch,), device="cuda", generator=generator)) for _ in range(args.steps)]
+    if args.dataset == "fashion-mnist" and args.model != "resnet18":
+        raise SystemExit(f"--dataset fashion-mnist: only resnet18 takes 28x28 one-channel images here, not {args.model}")
+    train = None
+    if args.dataset == "fashion-mnist":
+        pixels = torch.from_numpy(read_idx(os.path.join(args.data_dir, "train-images-idx3-ubyte.gz")).copy())
+        labels = torch.from_numpy(read_idx(os.path.join(args.data_dir, "train-labels-idx1-ubyte.gz")).astype(np.int64))
+        images = (pixels.float().div(255).sub(FASHION_MNIST_MEAN).div(FASHION_MNIST_STD)).unsqueeze(1)
+        train = (images.cuda(), labels.cuda())
     for lr in (float(v) for v in args.lrs.split(",")):
-        for mode in ("fp16-none", "amp-dynamic"):
-            print(json.dumps(run(args, lr, mode, batches)), flush=True)
+        for seed in (int(v) for v in args.seeds.split(",")):
+            batches = batches_for(args, seed, train)
+            for mode in ("fp16-none", "amp-dynamic"):
+                print(json.dumps(run(args, lr, mode, seed, batches)), flush=True)
 
 
 if __name__ == "__main__":

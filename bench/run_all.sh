@@ -9,7 +9,7 @@
 #   gpu        bench/gpu_bench.py: ResNet-18 and VGG-19 on one GPU in fp32, amp-fp16 and amp-bf16,
 #              and DDP on all GPUs in fp32 and amp-bf16 (issues 4 and 6)
 #   divergence bench/divergence_bench.py: fp16 without loss scaling against amp-fp16 with dynamic
-#              scaling at a high learning rate (issue 6)
+#              scaling at high learning rates, ResNet-18, several seeds per rate (issue 6)
 #   dp         bench/dp_bench.py: ResNet-18 DataParallel (mgpu's, LibTorch's data_parallel,
 #              nn.DataParallel) and the MNIST experiment's recipe with 4 loader workers (1 GPU / DP /
 #              DDP) on Fashion-MNIST (issue 5)
@@ -60,15 +60,17 @@ if $FULL; then
   gpu_rows=(--models lenet,resnet18,vgg19,resnet50 --multi-models resnet18,vgg19 --modes ddp,dp)
   dp_rows=(--lenet-workers 0,4)
   speed_rows=(--only lenet,mnist,resnet)
+  divergence_rows=()
 else
   gpu_rows=(--models resnet18,vgg19 --precisions fp32,amp-fp16,amp-bf16 --modes ddp)
   dp_rows=(--lenet-workers 4 --nn-dp-steps 400)
   speed_rows=(--only lenet,resnet --targets-only)
+  divergence_rows=(--lrs 2,3.2 --seeds 42,43)
 fi
 step gpu bench-results.json "$PYTHON" "$HERE/gpu_bench.py" --build "$BUILD" --out "$OUT/gpu" "${gpu_rows[@]}" \
   --multi-precisions fp32,amp-bf16 --steps 60 --warmup 20 --run-timeout 90
 step divergence divergence-bench.json "$PYTHON" "$HERE/divergence_bench.py" --build "$BUILD" \
-  --out "$OUT/divergence" --model vgg19 --run-timeout 60
+  --out "$OUT/divergence" --model resnet18 "${divergence_rows[@]}" --run-timeout 60
 if [ "$GPUS" -ge 2 ]; then
   step dp dp-bench-results.json "$PYTHON" "$HERE/dp_bench.py" --build "$BUILD" --out "$OUT/dp" --gpus "$GPUS" \
     --mnist-dir "$MNIST" "${dp_rows[@]}" --steps 30 --warmup 10 --run-timeout 90

@@ -155,23 +155,29 @@ def allreduce_targets(table, data, source):
 
 def divergence_targets(table, data, source):
     target = "fp16 without scaling at a high lr stops with exit 3; amp-fp16 + dynamic scaling stays finite"
-    sweep, model = data["divergence"], data["meta"]["model"]
+    sweep, meta = data["divergence"], data["meta"]
+    recipe = f"{meta['model']} on {meta.get('dataset', 'synthetic')}"
+
+    def pytorch(point):  # PyTorch's runs of the same recipe, where the driver ran them
+        runs = point.get("pytorch") or {}
+        if "error" in runs or not runs:
+            return ""
+        fp16 = sum(row["first_nonfinite_step"] is not None for row in runs.get("fp16-none", []))
+        amp = sum(row["stays_finite"] for row in runs.get("amp-dynamic", []))
+        return (f" (PyTorch: fp16 non-finite in {fp16}/{len(runs.get('fp16-none', []))}, amp-fp16 finite in "
+                f"{amp}/{len(runs.get('amp-dynamic', []))})")
+
+    def outcome(point):
+        seeds = point["seeds"]
+        fp16 = sum(s["runs"]["fp16 --loss-scale none"]["exit_code"] == 3 for s in seeds)
+        amp = sum(s["runs"]["amp-fp16 --loss-scale dynamic"]["exit_code"] == 0 for s in seeds)
+        return f"lr {point['lr']:g}: fp16 exit 3 in {fp16}/{len(seeds)}, amp-fp16 exit 0 in {amp}/{len(seeds)}"
+
     point = next((p for p in sweep if p["reproduced"]), None)
     if point:
-        amp = point["runs"]["amp-fp16 --loss-scale dynamic"]
-        table.add(6, target, f"{model} lr {point['lr']:g}: fp16 exit 3; amp-fp16 last loss {amp['last_loss']:.3g}, "
-                  f"{amp['skipped_steps']} steps skipped", True, source)
+        table.add(6, target, f"{recipe}, {outcome(point)} seeds{pytorch(point)}", True, source)
     else:
-        def pytorch(point):  # PyTorch's amp-fp16 on the same recipe, where the driver ran it
-            amp = (point.get("pytorch") or {}).get("amp-dynamic")
-            if not amp:
-                return ""
-            first = amp["first_nonfinite_step"]
-            return f" (PyTorch amp-fp16: {f'non-finite from step {first}' if first else 'finite'})"
-        tried = "; ".join(f"lr {p['lr']:g}: " + ", ".join(f"{name.split()[0]} exit {run['exit_code']}"
-                                                         for name, run in p["runs"].items()) + pytorch(p)
-                          for p in sweep)
-        table.add(6, target, f"{model}: {tried}", False, source)
+        table.add(6, target, f"{recipe}: " + "; ".join(outcome(p) + pytorch(p) for p in sweep), False, source)
 
 
 HANDLERS = {"gpu": gpu_targets, "dp": dp_targets, "speed": speed_targets, "divergence": divergence_targets,

@@ -369,6 +369,9 @@ std::vector<OptionSpec> BuildOptions() {
   o.push_back(IntOption("test-hang-rank", {}, &TrainConfig::test_hang_rank, -1,
                         "test only: with --test-hang-at-step, only this rank hangs; the others go on "
                         "until they wait for it in a collective (-1: every rank)"));
+  o.push_back(IntOption("test-nonfinite-at-step", {}, &TrainConfig::test_nonfinite_at_step, 0,
+                        "test only: the loss of this optimizer step becomes NaN before backward, to test "
+                        "--on-nonfinite (--mode single without --cuda-graphs; 0: never)"));
   return o;
 }
 
@@ -492,6 +495,10 @@ void ValidateSpeedOptions(const TrainConfig& config, const Augmentation& augment
     if (!conflict.empty()) {
       throw BadInputError(fmt::format("--cuda-graphs cannot be combined with {}; drop one of them", conflict));
     }
+  }
+  if (config.test_nonfinite_at_step > 0 && (config.mode != "single" || config.cuda_graphs)) {
+    throw BadInputError(fmt::format("--test-nonfinite-at-step works with --mode single without --cuda-graphs, "
+                                    "not with --mode {}{}", config.mode, config.cuda_graphs ? " --cuda-graphs" : ""));
   }
   if (config.channels_last && config.mode != "single") {
     throw BadInputError(fmt::format("--channels-last supports --mode single only, not --mode {} (the replicas' and "

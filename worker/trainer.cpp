@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -290,6 +291,13 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
                                    config.label_smoothing, config.cuda_graphs});
   }
   FusedOptimizer optimizer = MakeOptimizer(config, model->parameters(), precision);
+  if (precision == Precision::kFp16 && config.optimizer != "sgd" && world.rank == 0) {
+    // The moments live in float16 with the weights: squared gradients below 6e-8 flush to 0, and
+    // an update divided by a zero second moment is what breaks such runs within a few steps.
+    log.warn("--precision fp16 with --optimizer {} keeps Adam's moments in float16, which usually turns the loss "
+             "NaN within a few steps; use --precision o2 (float32 master weights and moments) or amp-fp16",
+             config.optimizer);
+  }
   GradScaler scaler(loss_scaling, device);
   const bool skip_nonfinite = config.on_nonfinite == "skip";
   summary["parameters"] = CountParameters(*model);
@@ -494,6 +502,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
           loss = torch::nn::functional::cross_entropy(
               PolicyForward(*model, images, precision), labels,
               torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(config.label_smoothing));  // ()
+          if (step + 1 == config.test_nonfinite_at_step) loss = loss * std::numeric_limits<float>::quiet_NaN();
           timeline.Mark(StepPhase::kForward);
           scaler.Scale(config.grad_accum > 1 ? loss / static_cast<double>(config.grad_accum) : loss).backward();
           timeline.Mark(StepPhase::kBackward);
@@ -594,6 +603,22 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
       throw DivergedError(fmt::format("training loss became {} in epoch {} (step {}){}; lower --lr",
                                       train_loss, epoch + 1, step,
                                       skip_nonfinite ? ": every step of the epoch had a non-finite loss" : ""));
+    }
+    // Skipping steps keeps non-finite updates out of the weights, but not a model that is broken
+    // anyway: weights grown until float16 overflows in the forward pass, or a loss scale that
+    // backed off to 0 and can never grow again. Such a run would otherwise end with exit 0.
+    if (!std::isfinite(eval.loss) || (scaler.enabled() && scaler.scale() == 0)) {
+      record_scaler();
+      const std::string skipped = fmt::format("{} steps skipped so far", summary["skipped_steps"].get<int64_t>());
+      throw DivergedError(
+          std::isfinite(eval.loss)
+              ? fmt::format("the dynamic loss scale fell to 0 in epoch {} (step {}, {}): every scaled gradient "
+                            "overflowed, and a scale of 0 cannot grow again; lower --lr, or use --precision amp-bf16",
+                            epoch + 1, step, skipped)
+              : fmt::format("test loss became {} after epoch {} (step {}, {}): the model's outputs are no longer "
+                            "finite; lower --lr{}", eval.loss, epoch + 1, step, skipped,
+                            ModelDtype(precision) == torch::kHalf || AutocastDtype(precision) == torch::kHalf
+                                ? ", or use --precision amp-bf16 (float16's range ends at 65504)" : ""));
     }
 
     const PhaseSeconds& device_phases = epoch_phases.device;

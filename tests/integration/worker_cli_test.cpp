@@ -248,7 +248,8 @@ TEST_F(WorkerCli, SeedStyleDtypeAndAmpChooseThePolicy) {
   ASSERT_EQ(Train("bf16", {"--dtype", "bf16", "--amp", "--max-steps", "3"}).exit_code, 0);
   EXPECT_EQ(ReadSummary(out_ / "bf16")["precision"], "amp-bf16");
   EXPECT_NE(ReadText(out_ / "bf16/config.yaml").find("precision: amp-bf16"), std::string::npos);
-  ASSERT_EQ(Train("fp16", {"--dtype", "fp16", "--max-steps", "3"}).exit_code, 0);
+  // SGD: Adam's float16 moments would turn the loss NaN within these steps (see the next test).
+  ASSERT_EQ(Train("fp16", {"--dtype", "fp16", "--optimizer", "sgd", "--max-steps", "3"}).exit_code, 0);
   EXPECT_EQ(ReadSummary(out_ / "fp16")["precision"], "fp16");
 
   CommandResult no_amp = Train("x", {"--dtype", "bf16"});
@@ -302,13 +303,52 @@ TEST_F(WorkerCli, NonFiniteLossWithStopIsExitThreeNamingTheStep) {
   EXPECT_EQ(summary["exit_code"], 3);
 }
 
-TEST_F(WorkerCli, NonFiniteLossWithSkipSkipsAndCountsTheSteps) {
+TEST_F(WorkerCli, NonFiniteLossWithSkipSkipsThatStepAndTrainsOn) {
+  CommandResult poisoned = Train("poisoned", {"--optimizer", "sgd", "--lr", "0.05", "--on-nonfinite", "skip",
+                                              "--test-nonfinite-at-step", "3"});
+  ASSERT_EQ(poisoned.exit_code, 0) << poisoned.output;
+  const nlohmann::json summary = ReadSummary(out_ / "poisoned");
+  EXPECT_EQ(summary["skipped_steps"], 1);
+  EXPECT_TRUE(std::isfinite(summary["param_checksum"].get<double>()));
+  EXPECT_TRUE(std::isfinite(summary["test_loss"].get<double>()));
+  // The NaN step changed nothing: the run differs from a clean one by that step's update only.
+  CommandResult clean = Train("clean", {"--optimizer", "sgd", "--lr", "0.05", "--on-nonfinite", "skip"});
+  ASSERT_EQ(clean.exit_code, 0) << clean.output;
+  EXPECT_EQ(ReadSummary(out_ / "clean")["skipped_steps"], 0);
+  EXPECT_NE(ReadSummary(out_ / "clean")["param_checksum"], summary["param_checksum"]);
+}
+
+TEST_F(WorkerCli, NonFiniteLossWithStopIsExitThreeAtThatStep) {
+  CommandResult result = Train("run", {"--on-nonfinite", "stop", "--test-nonfinite-at-step", "3"});
+  ASSERT_EQ(result.exit_code, 3) << result.output;
+  EXPECT_NE(result.output.find("loss became nan at step 3 "), std::string::npos) << result.output;
+}
+
+TEST_F(WorkerCli, SkippingStepsOfAModelThatBrokeAnywayIsExitThree) {
+  // At lr 1e6 the first update sends the weights so far that every later loss is NaN: skipping
+  // those steps cannot bring the model back, and the run must not end as a success.
   CommandResult result = Train("run", {"--precision", "amp-bf16", "--optimizer", "sgd", "--lr", "1e6",
                                        "--on-nonfinite", "skip"});
-  ASSERT_EQ(result.exit_code, 0) << result.output;
+  ASSERT_EQ(result.exit_code, 3) << result.output;
+  EXPECT_NE(result.output.find("test loss became nan after epoch 1"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("steps skipped so far"), std::string::npos) << result.output;
   const nlohmann::json summary = ReadSummary(out_ / "run");
+  EXPECT_EQ(summary["exit_code"], 3);
   EXPECT_GT(summary["skipped_steps"].get<int64_t>(), 0);
-  EXPECT_TRUE(std::isfinite(summary["param_checksum"].get<double>()));
+}
+
+TEST_F(WorkerCli, TestNonFiniteHookRefusesModesItCannotPoison) {
+  CommandResult result = Train("run", {"--mode", "dp", "--dp-devices", "cpu,cpu", "--test-nonfinite-at-step", "2"});
+  ASSERT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("--test-nonfinite-at-step works with --mode single"), std::string::npos)
+      << result.output;
+}
+
+TEST_F(WorkerCli, Fp16WithAdamIsWarnedAboutAndItsBrokenModelIsExitThree) {
+  CommandResult result = Train("run", {"--precision", "fp16", "--optimizer", "adam", "--on-nonfinite", "skip"});
+  EXPECT_NE(result.output.find("keeps Adam's moments in float16"), std::string::npos) << result.output;
+  ASSERT_EQ(result.exit_code, 3) << result.output;
+  EXPECT_NE(result.output.find("test loss became"), std::string::npos) << result.output;
 }
 
 TEST_F(WorkerCli, BadPrecisionOptionsAreExitTwoNamingTheFlag) {
