@@ -156,6 +156,11 @@ def allreduce_targets(table, data, source):
 def divergence_targets(table, data, source):
     target = "fp16 without scaling at a high lr stops with exit 3; amp-fp16 + dynamic scaling stays finite"
     sweep, meta = data["divergence"], data["meta"]
+    for point in sweep:  # files written before --seeds hold one run pair per rate
+        if "seeds" not in point:
+            point["seeds"] = [{"seed": 42, "runs": point["runs"]}]
+            point["pytorch"] = {mode: [row] for mode, row in (point.get("pytorch") or {}).items()} \
+                if "error" not in (point.get("pytorch") or {}) else point["pytorch"]
     recipe = f"{meta['model']} on {meta.get('dataset', 'synthetic')}"
 
     def pytorch(point):  # PyTorch's runs of the same recipe, where the driver ran them
@@ -163,7 +168,7 @@ def divergence_targets(table, data, source):
         if "error" in runs or not runs:
             return ""
         fp16 = sum(row["first_nonfinite_step"] is not None for row in runs.get("fp16-none", []))
-        amp = sum(row["stays_finite"] for row in runs.get("amp-dynamic", []))
+        amp = sum(row.get("stays_finite", row["first_nonfinite_step"] is None) for row in runs.get("amp-dynamic", []))
         return (f" (PyTorch: fp16 non-finite in {fp16}/{len(runs.get('fp16-none', []))}, amp-fp16 finite in "
                 f"{amp}/{len(runs.get('amp-dynamic', []))})")
 
