@@ -11,21 +11,18 @@ is the comparable figure, and a run "stays finite" when its last loss is finite 
 above 0 (a scale of 0 never grows again).
 """
 import argparse
-import gzip
 import json
 import math
 import os
 import sys
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lenet_reference import load_split  # noqa: E402  (Fashion-MNIST normalized as mgpu-worker does)
 from reference_train import build  # noqa: E402
-
-FASHION_MNIST_MEAN, FASHION_MNIST_STD = 0.2860, 0.3530  # data/image_dataset.cpp
 
 
 def init_as_mgpu(model):
@@ -40,14 +37,6 @@ def init_as_mgpu(model):
         elif isinstance(m, nn.Linear):
             nn.init.normal_(m.weight, 0, 0.01)
             nn.init.zeros_(m.bias)
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    dims = data[3]
-    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
 
 
 def batches_for(args, seed, train):
@@ -117,9 +106,7 @@ def main():
         raise SystemExit(f"--dataset fashion-mnist: only resnet18 takes 28x28 one-channel images here, not {args.model}")
     train = None
     if args.dataset == "fashion-mnist":
-        pixels = torch.from_numpy(read_idx(os.path.join(args.data_dir, "train-images-idx3-ubyte.gz")).copy())
-        labels = torch.from_numpy(read_idx(os.path.join(args.data_dir, "train-labels-idx1-ubyte.gz")).astype(np.int64))
-        images = (pixels.float().div(255).sub(FASHION_MNIST_MEAN).div(FASHION_MNIST_STD)).unsqueeze(1)
+        images, labels = load_split(args.data_dir, "train")  # (N, 1, 28, 28), (N)
         train = (images.cuda(), labels.cuda())
     for lr in (float(v) for v in args.lrs.split(",")):
         for seed in (int(v) for v in args.seeds.split(",")):
