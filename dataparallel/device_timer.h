@@ -4,8 +4,8 @@
 //     so an interval is the GPU's time between the two points in its queue, not the host's time
 //     to queue kernels;
 //   - CPU: the host clock (CPU kernels run synchronously on the calling thread).
-// Recording never waits for the device: finished CUDA intervals are added up when a later
-// interval starts, the rest by Totals(), which waits. One thread uses a timer at a time.
+// Recording never waits for the device: finished CUDA intervals are added up in batches when
+// later intervals start, the rest by Totals(), which waits. One thread uses a timer at a time.
 #pragma once
 
 #include <chrono>

@@ -1,6 +1,8 @@
 #include "dataparallel/replicated_data_parallel.h"
 
 #include <algorithm>
+#include <exception>
+#include <mutex>
 #include <optional>
 
 #include <fmt/format.h>
@@ -53,10 +55,11 @@ ReplicatedDataParallel::ReplicatedDataParallel(std::shared_ptr<Classifier> prima
                                                   "parameters and buffers (same order, shapes and dtypes)",
                                                   DeviceLabel(devices_[r])));
     }
-    if (r == 0) continue;
+    if (r == 0) state_[0].Pack(state);  // the replicas get theirs from the first broadcast
     for (size_t k = 0; k < state.size(); ++k) state[k].set_data(state_[r].views()[k]);
-    for (size_t k = 0; k < parameters_[r].size(); ++k) parameters_[r][k].mutable_grad() = gradients_[r].views()[k];
   }
+  seeds_.resize(devices_.size());
+  seed_factors_.resize(devices_.size(), 0.0);
   for (const auto& device : devices_) timers_.emplace_back(device, kIntervals);
   collectives_ = MakeReplicaCollectives(devices_);
 }
@@ -89,29 +92,93 @@ void ReplicatedDataParallel::AttachGradients(size_t replica) {
   }
 }
 
-void ReplicatedDataParallel::Broadcast() {
-  replicas_stale_ = false;
-  if (devices_.size() == 1) return;
-  timers_[0].Start(kBroadcast);
-  state_[0].Pack(primary_state_);
-  std::vector<std::vector<torch::Tensor>> groups;
-  for (const auto& state : state_) groups.push_back(state.groups());
-  collectives_->BroadcastFromPrimary(groups);
-  timers_[0].Stop(kBroadcast);
+void ReplicatedDataParallel::CollectGradients(size_t replica) {
+  torch::NoGradGuard no_grad;
+  const std::vector<torch::Tensor>& parameters = parameters_[replica];
+  const std::vector<torch::Tensor>& views = gradients_[replica].views();
+  std::vector<torch::Tensor> targets, sources;
+  for (size_t k = 0; k < parameters.size(); ++k) {
+    const torch::Tensor& grad = parameters[k].grad();
+    if (!grad.defined()) {
+      views[k].zero_();  // a parameter this slice did not use
+    } else if (grad.data_ptr() != views[k].data_ptr()) {
+      targets.push_back(views[k]);
+      sources.push_back(grad);
+    }
+  }
+  if (!targets.empty()) at::_foreach_copy_(targets, sources);
+  for (size_t k = 0; k < parameters.size(); ++k) {
+    if (replica == 0) {
+      parameters[k].mutable_grad() = views[k];
+    } else {
+      parameters[k].mutable_grad().reset();
+    }
+  }
+}
+
+bool ReplicatedDataParallel::PrimaryIsFlat() const {
+  const std::vector<torch::Tensor>& views = state_[0].views();
+  for (size_t k = 0; k < primary_state_.size(); ++k) {
+    if (primary_state_[k].data_ptr() != views[k].data_ptr() || primary_state_[k].sizes() != views[k].sizes()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void ReplicatedDataParallel::BroadcastPart(size_t replica) {
+  if (replica == 0) {
+    timers_[0].Start(kBroadcast);
+    if (!PrimaryIsFlat()) state_[0].Pack(primary_state_);
+  }
+  collectives_->Broadcast(replica, state_[replica].groups());
+  if (replica == 0) timers_[0].Stop(kBroadcast);
+}
+
+void ReplicatedDataParallel::RunOnReplicas(const std::function<void(size_t replica)>& job) {
+  std::mutex failure_mutex;
+  std::exception_ptr first_failure;  // the root cause, not the aborts it led to
+  try {
+    threads_.Run([&](size_t r) {
+      std::optional<c10::DeviceGuard> device_guard;  // the CPU needs none
+      if (devices_[r].is_cuda()) device_guard.emplace(devices_[r]);
+      try {
+        job(r);
+      } catch (...) {
+        {
+          std::lock_guard<std::mutex> lock(failure_mutex);
+          if (!first_failure) first_failure = std::current_exception();
+        }
+        collectives_->Abort();  // the other replicas' parts must not wait for this one forever
+        throw;
+      }
+    });
+  } catch (...) {
+    if (first_failure) std::rethrow_exception(first_failure);
+    throw;
+  }
+}
+
+torch::Tensor ReplicatedDataParallel::BackwardSeed(size_t replica, double loss_factor, const torch::Tensor& scale) {
+  if (scale.defined()) return scale * loss_factor;
+  if (!seeds_[replica].defined() || seed_factors_[replica] != loss_factor) {
+    seeds_[replica] =
+        torch::full({}, loss_factor, torch::TensorOptions().dtype(torch::kFloat).device(devices_[replica]));
+    seed_factors_[replica] = loss_factor;
+  }
+  return seeds_[replica];
 }
 
 torch::Tensor ReplicatedDataParallel::SliceForwardBackward(size_t replica, const torch::Tensor& images,
-                                                          const torch::Tensor& labels, double loss_factor,
-                                                          const torch::Tensor& scale, DeviceTimer* timer) {
+                                                          const torch::Tensor& labels, const torch::Tensor& seed,
+                                                          DeviceTimer* timer) {
   if (timer) timer->Start(kForward);
   const torch::Tensor loss_sum = torch::nn::functional::cross_entropy(
       PolicyForward(*replicas_[replica], images, precision_, /*autocast_cache=*/timer != nullptr), labels,
       torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum).label_smoothing(label_smoothing_));  // ()
   if (timer) timer->Stop(kForward);
   if (timer) timer->Start(kBackward);
-  torch::Tensor weighted = loss_sum * loss_factor;
-  if (scale.defined()) weighted = weighted * scale;
-  weighted.backward();
+  torch::autograd::backward({loss_sum}, {seed});
   if (timer) timer->Stop(kBackward);
   return loss_sum.detach();
 }
@@ -123,7 +190,6 @@ torch::Tensor ReplicatedDataParallel::ForwardBackward(const torch::Tensor& image
     throw Error(ExitCode::kFailure, fmt::format("--mode dp: a batch of {} images and {} labels", batch, labels.size(0)));
   }
   timers_[0].Cancel(kStep);  // a micro-batch of the same step: no optimizer step since the last call
-  if (replicas_stale_) Broadcast();
   const size_t n = devices_.size();
   // As even as possible; the first batch % n replicas take one image more.
   std::vector<int64_t> counts(n, batch / static_cast<int64_t>(n)), starts(n, 0);
@@ -145,26 +211,32 @@ torch::Tensor ReplicatedDataParallel::ForwardBackward(const torch::Tensor& image
     if (scales[r].defined()) inputs.push_back(scales[r]);
     return inputs;
   };
-  auto prepare = [&](size_t r) {
-    AttachGradients(r);
-    if (r > 0) replicas_[r]->train(training);
-  };
+
+  // The replicas get the primary's parameters and buffers (changed by the optimizer step, or a
+  // restore) at the start of the first job below.
+  bool broadcast_due = replicas_stale_ && n > 1;
+  replicas_stale_ = false;
 
   bool replay = false;
   if (cuda_graphs_) {
     if (graphs_.empty() && eager_calls_ >= kEagerCallsBeforeCapture && batch >= largest_eager_batch_ &&
         batch >= static_cast<int64_t>(n)) {
+      if (broadcast_due) RunOnReplicas([&](size_t r) { BroadcastPart(r); });  // no collective during a capture
+      broadcast_due = false;
       graphs_.resize(n);
       graph_batch_ = batch;
       graph_loss_factor_ = loss_factor;
-      threads_.Run([&](size_t r) {
+      RunOnReplicas([&](size_t r) {
         std::lock_guard<std::mutex> one_at_a_time(capture_mutex_);
-        prepare(r);
+        AttachGradients(r);  // the graph accumulates into the flat gradient buffers
+        if (r > 0) replicas_[r]->train(training);
         graphs_[r] = std::make_unique<CapturedGraph>(
             slice_inputs(r),
             [&, r](const std::vector<torch::Tensor>& in) {
-              return SliceForwardBackward(r, in[0], in[1], loss_factor, in.size() > 2 ? in[2] : torch::Tensor(),
-                                          /*timer=*/nullptr);
+              const torch::Tensor seed =
+                  in.size() > 2 ? in[2] * loss_factor
+                                : torch::full({}, loss_factor, torch::TensorOptions().dtype(torch::kFloat).device(devices_[r]));
+              return SliceForwardBackward(r, in[0], in[1], seed, /*timer=*/nullptr);
             },
             devices_[r], "--cuda-graphs");
       });
@@ -178,39 +250,44 @@ torch::Tensor ReplicatedDataParallel::ForwardBackward(const torch::Tensor& image
     }
   }
 
-  std::vector<torch::Tensor> losses(n);
-  threads_.Run([&](size_t r) {
-    std::optional<c10::DeviceGuard> device_guard;  // the CPU needs none
-    if (devices_[r].is_cuda()) device_guard.emplace(devices_[r]);
-    prepare(r);
-    if (counts[r] == 0) return;  // fewer images than devices: its gradients stay zero
-    if (replay) {
+  torch::Tensor primary_loss_sum;  // () float32: the summed loss over the whole batch, after the reduction
+  RunOnReplicas([&](size_t r) {
+    if (broadcast_due) BroadcastPart(r);
+    if (r > 0) replicas_[r]->train(training);
+    torch::Tensor loss_sum;  // () float32, the slice's
+    if (counts[r] == 0) {  // fewer images than devices: it adds nothing
+      if (r > 0) gradients_[r].Zero();
+      loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(devices_[r]));
+    } else if (replay) {
+      // The graph adds to the flat gradient buffers; a replica's must be zero first.
+      if (r == 0) {
+        AttachGradients(0);
+      } else {
+        gradients_[r].Zero();
+      }
       timers_[r].Start(kBackward);  // forward and backward in one launch
-      losses[r] = graphs_[r]->Replay(slice_inputs(r));
+      loss_sum = graphs_[r]->Replay(slice_inputs(r));
       timers_[r].Stop(kBackward);
-      return;
+    } else {
+      const torch::Tensor x = images.narrow(0, starts[r], counts[r]).to(devices_[r], /*non_blocking=*/true);
+      const torch::Tensor y = labels.narrow(0, starts[r], counts[r]).to(devices_[r], /*non_blocking=*/true);
+      loss_sum = SliceForwardBackward(r, x, y, BackwardSeed(r, loss_factor, scales[r]), &timers_[r]);
+      CollectGradients(r);
     }
-    const torch::Tensor x = images.narrow(0, starts[r], counts[r]).to(devices_[r], /*non_blocking=*/true);
-    const torch::Tensor y = labels.narrow(0, starts[r], counts[r]).to(devices_[r], /*non_blocking=*/true);
-    losses[r] = SliceForwardBackward(r, x, y, loss_factor, scales[r], &timers_[r]);
+    if (n > 1) {
+      // Each replica queues its part as soon as its gradients are in place; the slices' losses
+      // travel with them.
+      if (r == 0) timers_[0].Start(kReduce);
+      std::vector<torch::Tensor> tensors = gradients_[r].groups();
+      tensors.push_back(loss_sum);
+      collectives_->Reduce(r, tensors);
+      if (r == 0) timers_[0].Stop(kReduce);
+    }
+    if (r == 0) primary_loss_sum = loss_sum;
   });
 
-  if (n > 1) {
-    timers_[0].Start(kReduce);
-    std::vector<std::vector<torch::Tensor>> groups;
-    for (const auto& gradients : gradients_) groups.push_back(gradients.groups());
-    collectives_->ReduceToPrimary(groups);
-    for (size_t r = 1; r < n; ++r) gradients_[r].Zero();
-    timers_[0].Stop(kReduce);
-  }
   torch::NoGradGuard no_grad;
-  torch::Tensor mean_loss = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(devices_[0]));
-  for (size_t r = 0; r < n; ++r) {
-    if (!losses[r].defined()) continue;
-    mean_loss.add_(losses[r].to(devices_[0], /*non_blocking=*/true));
-  }
-  mean_loss.div_(static_cast<double>(batch));
-  replicas_stale_ = true;
+  const torch::Tensor mean_loss = primary_loss_sum / static_cast<double>(batch);  // ()
   ++forward_backward_calls_;
   timers_[0].Start(kStep);
   return mean_loss;
@@ -218,7 +295,7 @@ torch::Tensor ReplicatedDataParallel::ForwardBackward(const torch::Tensor& image
 
 void ReplicatedDataParallel::SyncReplicas() {
   timers_[0].Stop(kStep);
-  Broadcast();
+  replicas_stale_ = true;
 }
 
 void ReplicatedDataParallel::Report(nlohmann::json& summary) {

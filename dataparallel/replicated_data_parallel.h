@@ -1,26 +1,37 @@
 // mgpu's DataParallel engine (--dp-impl mgpu, data_parallel.h):
 //   - replicas built once (the same architecture, from DataParallelOptions::make_model) and
 //     kept for the run; replica 0 is the primary model itself;
-//   - every replica's parameters and buffers live in flat per-dtype buffers, and so do its
-//     gradients (the parameters' .grad are views of them), so a reduction or a broadcast is one
-//     collective per dtype group;
+//   - every replica's parameters and buffers are views of flat per-dtype buffers (the primary's
+//     too, so a broadcast packs nothing), and every replica has flat gradient buffers, so a
+//     reduction or a broadcast is one collective per dtype group;
 //   - one persistent thread per extra device (ReplicaThreads) runs forward and backward on its
 //     slice, with the precision policy's autocast on that thread; the calling thread runs the
 //     primary's slice;
 //   - gradients are summed onto the primary (NCCL reduce on GPUs, additions on CPUs), the
-//     trainer steps the primary, and SyncReplicas broadcasts parameters and buffers back.
+//     trainer steps the primary, and parameters and buffers are broadcast back before the next
+//     forward.
 // Batch norm: as torch.nn.DataParallel, whose replica on the first device shares the module's
 // buffers, the running statistics are those the primary's slice updates; the replicas'
 // updates are overwritten by the next broadcast. Gradient accumulation (--grad-accum) reduces
 // after every micro-batch into the primary's accumulating gradients.
 //
+// A small model's step is launch-bound (a replica's half of a LeNet batch costs as much host
+// time to launch as the whole batch does on one device), so the eager step spends no launches
+// it can avoid: backward starts from a cached seed gradient (no multiplication node), lets
+// autograd allocate each replica's gradients and copies them into the flat buffer in one
+// multi-tensor launch (instead of an in-place addition per parameter), the slices' losses are
+// summed by the gradients' reduction, and each thread queues its own part of the reduction and
+// of the broadcast (replica_collectives.h), so the primary's thread launches nothing for the
+// other devices. The broadcast after an optimizer step is queued at the start of the next
+// ForwardBackward, by every replica's thread.
+//
 // --cuda-graphs: after kEagerCallsBeforeCapture eager calls, the next call with a full-sized
 // batch captures every replica's forward + backward on its slice as a CUDA graph (one replica
-// at a time), and later calls with that batch size replay them, each on its own thread; other
-// batch sizes (an epoch's last) run eagerly. A small model's step is launch-bound: a replica's
-// half of a LeNet batch costs as much host time to launch as the whole batch does on one device.
+// at a time), accumulating into the flat gradient buffers, and later calls with that batch
+// size replay them, each on its own thread; other batch sizes (an epoch's last) run eagerly.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -49,16 +60,28 @@ class ReplicatedDataParallel : public DataParallelEngine {
   static constexpr int64_t kEagerCallsBeforeCapture = 3;
 
   // Replica r's forward and backward on its slice, images (b, C, H, W) and labels (b) on its
-  // device: adds to its gradients those of the slice's summed loss × loss_factor (× scale, a ()
-  // tensor, when defined) and returns the summed loss (). `timer`: splits forward from backward
-  // when eager; null under capture.
+  // device: adds to its gradients those of the slice's summed loss × seed (a () float32 tensor
+  // on its device: the loss factor, times the loss scale when scaling) and returns the summed
+  // loss (). `timer`: splits forward from backward when eager; null under capture.
   torch::Tensor SliceForwardBackward(size_t replica, const torch::Tensor& images, const torch::Tensor& labels,
-                                     double loss_factor, const torch::Tensor& scale, DeviceTimer* timer);
+                                     const torch::Tensor& seed, DeviceTimer* timer);
+  // The seed of replica r's eager backward for `loss_factor` and `scale` (undefined: none).
+  torch::Tensor BackwardSeed(size_t replica, double loss_factor, const torch::Tensor& scale);
 
   // Makes replica r's .grad the views of its flat gradient buffers, keeping the values of
   // gradients already there (the trainer's ZeroGrad sets the primary's to none).
   void AttachGradients(size_t replica);
-  void Broadcast();
+  // After an eager backward: replica r's gradients into its flat buffers (zero where a
+  // parameter got none; gradients that are views already stay); the primary's .grad become
+  // the views, a replica's are dropped so that its next backward allocates them afresh.
+  void CollectGradients(size_t replica);
+  // Whether the primary's parameters and buffers are still the views of state_[0].
+  bool PrimaryIsFlat() const;
+  // Replica r's part of copying the primary's parameters and buffers to every replica.
+  void BroadcastPart(size_t replica);
+  // threads_.Run(job) with each thread on its replica's device; when a job throws, the
+  // collectives are aborted so that no replica waits for it, and its exception is rethrown.
+  void RunOnReplicas(const std::function<void(size_t replica)>& job);
 
   std::vector<torch::Device> devices_;
   Precision precision_;
@@ -67,12 +90,16 @@ class ReplicatedDataParallel : public DataParallelEngine {
   std::vector<std::vector<torch::Tensor>> parameters_;  // per replica
   std::vector<torch::Tensor> primary_state_;            // the primary's parameters, then buffers
   std::vector<FlatBuffers> gradients_;                   // per replica
-  // [0]: a staging copy of primary_state_; [r >= 1]: replica r's parameters and buffers, which
-  // are views of it.
+  // Per replica: its parameters and buffers, which are views of it (the primary's unless
+  // something replaced their storage, e.g. a load that assigned new tensors: then they are
+  // packed into state_[0] before each broadcast).
   std::vector<FlatBuffers> state_;
+  // Per replica: the cached seed of its eager backward without loss scaling, and its factor.
+  std::vector<torch::Tensor> seeds_;
+  std::vector<double> seed_factors_;
   std::unique_ptr<ReplicaCollectives> collectives_;
   std::vector<DeviceTimer> timers_;  // per replica; reduce, step and broadcast on [0]
-  bool replicas_stale_ = true;       // the primary may differ from the replicas
+  bool replicas_stale_ = true;       // the primary may differ from the replicas: broadcast before the next job
   int64_t forward_backward_calls_ = 0;
   // --cuda-graphs: per replica, its forward + backward (inputs: images, labels and, with loss
   // scaling, the scale; output: the summed loss), captured for one global batch size and loss
