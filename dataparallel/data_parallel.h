@@ -48,10 +48,9 @@ class DataParallelEngine {
   virtual torch::Tensor ForwardBackward(const torch::Tensor& images, const torch::Tensor& labels,
                                         const GradScaler& scaler, double loss_weight) = 0;
 
-  // Call after the optimizer step: the replicas get the primary's parameters and buffers before
-  // their next forward (the mgpu engine copies them at the start of the next ForwardBackward, so
-  // a run's last step copies nothing). ForwardBackward's first call copies them too, so replicas
-  // never run stale weights (e.g. after a checkpoint was loaded into the primary).
+  // Copies the primary's parameters and buffers to the replicas. Call after the optimizer step;
+  // ForwardBackward also does it first when the primary may have changed since the last call,
+  // so replicas never run stale weights (e.g. after a checkpoint was loaded into the primary).
   virtual void SyncReplicas() = 0;
 
   // Adds to summary.json: dp_impl, dp_comm, devices, peak_memory_bytes (one per device) and

@@ -1,17 +1,16 @@
-// ReplicaCollectives: collectives among the replicas of one process, driven like the ranks of a
-// process group: replica r's part is called on replica r's own thread (ReplicaThreads).
-//   Reduce(r, tensors):    replica 0's tensors += every other replica's, in place on replica 0
-//   Broadcast(r, tensors): every replica's tensors = replica 0's
-// Every replica calls each collective, in the same order, with contiguous tensors on its device
-// of the same sizes and dtypes as the other replicas' (its flat buffers, and anything else that
-// travels with them). The primary's thread therefore never queues work for the other devices,
-// and a replica's part is queued as soon as its own tensors are ready.
+// ReplicaCollectives: moves flat buffers between the replicas of one process.
+//   ReduceToPrimary:      buffers[0][g] += buffers[r][g] for every replica r >= 1
+//   BroadcastFromPrimary: buffers[r][g] = buffers[0][g] for every replica r >= 1
+// buffers[r] are replica r's contiguous tensors (its FlatBuffers::groups(), and anything else
+// that travels with them), on its device, in the same order and of the same sizes and dtypes on
+// every replica. Both are called on the primary's thread once every replica's work is queued:
+// queuing one device's part while another thread still allocates on the other device can
+// deadlock NCCL's kernels against the CUDA driver, so no part waits for another thread. Both are queued on the streams current for the devices
+// on the calling thread and do not wait for them.
 //
 // Implementations: "nccl" (GPUs, with NCCL: one communicator per device from ncclCommInitAll,
-// each driven by its replica's thread, so no call needs a group spanning devices; a part is
-// queued on the stream current for the device and the call returns) and "copy" (CPU replicas,
-// or GPUs in a build without NCCL: every part waits for the others, then replica 0 adds, or
-// each replica copies, and all wait again so no one overwrites a tensor still being read).
+// every group of a call inside one ncclGroupStart/End) and "copy" (CPU replicas, or GPUs in a
+// build without NCCL: additions and device-to-device copies, in replica order).
 #pragma once
 
 #include <memory>
@@ -26,12 +25,8 @@ class ReplicaCollectives {
  public:
   virtual ~ReplicaCollectives() = default;
   virtual std::string name() const = 0;
-  virtual void Reduce(size_t replica, const std::vector<torch::Tensor>& tensors) = 0;
-  virtual void Broadcast(size_t replica, const std::vector<torch::Tensor>& tensors) = 0;
-  // Call when a replica's work failed before its part of a collective: the parts other replicas
-  // queued or wait in are released (NCCL: the communicators are aborted; copy: waiting calls throw
-  // CollectiveError), and every later call throws CollectiveError. Any thread may call it.
-  virtual void Abort() = 0;
+  virtual void ReduceToPrimary(const std::vector<std::vector<torch::Tensor>>& buffers) = 0;
+  virtual void BroadcastFromPrimary(const std::vector<std::vector<torch::Tensor>>& buffers) = 0;
 };
 
 // "nccl" for two or more CUDA devices when the build has NCCL, else "copy".

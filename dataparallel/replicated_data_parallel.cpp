@@ -1,8 +1,6 @@
 #include "dataparallel/replicated_data_parallel.h"
 
 #include <algorithm>
-#include <exception>
-#include <mutex>
 #include <optional>
 
 #include <fmt/format.h>
@@ -111,7 +109,7 @@ void ReplicatedDataParallel::CollectGradients(size_t replica) {
     if (replica == 0) {
       parameters[k].mutable_grad() = views[k];
     } else {
-      parameters[k].mutable_grad().reset();
+      parameters[k].mutable_grad().reset();  // its memory back to the allocator until the next backward
     }
   }
 }
@@ -126,37 +124,15 @@ bool ReplicatedDataParallel::PrimaryIsFlat() const {
   return true;
 }
 
-void ReplicatedDataParallel::BroadcastPart(size_t replica) {
-  if (replica == 0) {
-    timers_[0].Start(kBroadcast);
-    if (!PrimaryIsFlat()) state_[0].Pack(primary_state_);
-  }
-  collectives_->Broadcast(replica, state_[replica].groups());
-  if (replica == 0) timers_[0].Stop(kBroadcast);
-}
-
-void ReplicatedDataParallel::RunOnReplicas(const std::function<void(size_t replica)>& job) {
-  std::mutex failure_mutex;
-  std::exception_ptr first_failure;  // the root cause, not the aborts it led to
-  try {
-    threads_.Run([&](size_t r) {
-      std::optional<c10::DeviceGuard> device_guard;  // the CPU needs none
-      if (devices_[r].is_cuda()) device_guard.emplace(devices_[r]);
-      try {
-        job(r);
-      } catch (...) {
-        {
-          std::lock_guard<std::mutex> lock(failure_mutex);
-          if (!first_failure) first_failure = std::current_exception();
-        }
-        collectives_->Abort();  // the other replicas' parts must not wait for this one forever
-        throw;
-      }
-    });
-  } catch (...) {
-    if (first_failure) std::rethrow_exception(first_failure);
-    throw;
-  }
+void ReplicatedDataParallel::Broadcast() {
+  replicas_stale_ = false;
+  if (devices_.size() == 1) return;
+  timers_[0].Start(kBroadcast);
+  if (!PrimaryIsFlat()) state_[0].Pack(primary_state_);
+  std::vector<std::vector<torch::Tensor>> groups;
+  for (const auto& state : state_) groups.push_back(state.groups());
+  collectives_->BroadcastFromPrimary(groups);
+  timers_[0].Stop(kBroadcast);
 }
 
 torch::Tensor ReplicatedDataParallel::BackwardSeed(size_t replica, double loss_factor, const torch::Tensor& scale) {
@@ -190,6 +166,7 @@ torch::Tensor ReplicatedDataParallel::ForwardBackward(const torch::Tensor& image
     throw Error(ExitCode::kFailure, fmt::format("--mode dp: a batch of {} images and {} labels", batch, labels.size(0)));
   }
   timers_[0].Cancel(kStep);  // a micro-batch of the same step: no optimizer step since the last call
+  if (replicas_stale_) Broadcast();
   const size_t n = devices_.size();
   // As even as possible; the first batch % n replicas take one image more.
   std::vector<int64_t> counts(n, batch / static_cast<int64_t>(n)), starts(n, 0);
@@ -212,21 +189,14 @@ torch::Tensor ReplicatedDataParallel::ForwardBackward(const torch::Tensor& image
     return inputs;
   };
 
-  // The replicas get the primary's parameters and buffers (changed by the optimizer step, or a
-  // restore) at the start of the first job below.
-  bool broadcast_due = replicas_stale_ && n > 1;
-  replicas_stale_ = false;
-
   bool replay = false;
   if (cuda_graphs_) {
     if (graphs_.empty() && eager_calls_ >= kEagerCallsBeforeCapture && batch >= largest_eager_batch_ &&
         batch >= static_cast<int64_t>(n)) {
-      if (broadcast_due) RunOnReplicas([&](size_t r) { BroadcastPart(r); });  // no collective during a capture
-      broadcast_due = false;
       graphs_.resize(n);
       graph_batch_ = batch;
       graph_loss_factor_ = loss_factor;
-      RunOnReplicas([&](size_t r) {
+      threads_.Run([&](size_t r) {
         std::lock_guard<std::mutex> one_at_a_time(capture_mutex_);
         AttachGradients(r);  // the graph accumulates into the flat gradient buffers
         if (r > 0) replicas_[r]->train(training);
@@ -250,14 +220,14 @@ torch::Tensor ReplicatedDataParallel::ForwardBackward(const torch::Tensor& image
     }
   }
 
-  torch::Tensor primary_loss_sum;  // () float32: the summed loss over the whole batch, after the reduction
-  RunOnReplicas([&](size_t r) {
-    if (broadcast_due) BroadcastPart(r);
+  std::vector<torch::Tensor> loss_sums(n);  // per replica: () float32, its slice's summed loss
+  threads_.Run([&](size_t r) {
+    std::optional<c10::DeviceGuard> device_guard;  // the CPU needs none
+    if (devices_[r].is_cuda()) device_guard.emplace(devices_[r]);
     if (r > 0) replicas_[r]->train(training);
-    torch::Tensor loss_sum;  // () float32, the slice's
     if (counts[r] == 0) {  // fewer images than devices: it adds nothing
       if (r > 0) gradients_[r].Zero();
-      loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(devices_[r]));
+      loss_sums[r] = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(devices_[r]));
     } else if (replay) {
       // The graph adds to the flat gradient buffers; a replica's must be zero first.
       if (r == 0) {
@@ -266,28 +236,35 @@ torch::Tensor ReplicatedDataParallel::ForwardBackward(const torch::Tensor& image
         gradients_[r].Zero();
       }
       timers_[r].Start(kBackward);  // forward and backward in one launch
-      loss_sum = graphs_[r]->Replay(slice_inputs(r));
+      loss_sums[r] = graphs_[r]->Replay(slice_inputs(r));
       timers_[r].Stop(kBackward);
     } else {
+      // A replica's backward starts from no gradients (after replays its .grad are still the
+      // views the graph adds to), so autograd allocates them instead of adding to stale ones.
+      if (r > 0) {
+        for (const torch::Tensor& parameter : parameters_[r]) parameter.mutable_grad().reset();
+      }
       const torch::Tensor x = images.narrow(0, starts[r], counts[r]).to(devices_[r], /*non_blocking=*/true);
       const torch::Tensor y = labels.narrow(0, starts[r], counts[r]).to(devices_[r], /*non_blocking=*/true);
-      loss_sum = SliceForwardBackward(r, x, y, BackwardSeed(r, loss_factor, scales[r]), &timers_[r]);
+      loss_sums[r] = SliceForwardBackward(r, x, y, BackwardSeed(r, loss_factor, scales[r]), &timers_[r]);
       CollectGradients(r);
     }
-    if (n > 1) {
-      // Each replica queues its part as soon as its gradients are in place; the slices' losses
-      // travel with them.
-      if (r == 0) timers_[0].Start(kReduce);
-      std::vector<torch::Tensor> tensors = gradients_[r].groups();
-      tensors.push_back(loss_sum);
-      collectives_->Reduce(r, tensors);
-      if (r == 0) timers_[0].Stop(kReduce);
-    }
-    if (r == 0) primary_loss_sum = loss_sum;
   });
 
   torch::NoGradGuard no_grad;
-  const torch::Tensor mean_loss = primary_loss_sum / static_cast<double>(batch);  // ()
+  if (n > 1) {
+    // The slices' summed losses travel with the gradients: no copy of their own.
+    timers_[0].Start(kReduce);
+    std::vector<std::vector<torch::Tensor>> tensors;
+    for (size_t r = 0; r < n; ++r) {
+      tensors.push_back(gradients_[r].groups());
+      tensors.back().push_back(loss_sums[r]);
+    }
+    collectives_->ReduceToPrimary(tensors);
+    timers_[0].Stop(kReduce);
+  }
+  const torch::Tensor mean_loss = loss_sums[0] / static_cast<double>(batch);  // ()
+  replicas_stale_ = true;
   ++forward_backward_calls_;
   timers_[0].Start(kStep);
   return mean_loss;
@@ -295,7 +272,7 @@ torch::Tensor ReplicatedDataParallel::ForwardBackward(const torch::Tensor& image
 
 void ReplicatedDataParallel::SyncReplicas() {
   timers_[0].Stop(kStep);
-  replicas_stale_ = true;
+  Broadcast();
 }
 
 void ReplicatedDataParallel::Report(nlohmann::json& summary) {

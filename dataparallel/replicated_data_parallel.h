@@ -8,8 +8,7 @@
 //     slice, with the precision policy's autocast on that thread; the calling thread runs the
 //     primary's slice;
 //   - gradients are summed onto the primary (NCCL reduce on GPUs, additions on CPUs), the
-//     trainer steps the primary, and parameters and buffers are broadcast back before the next
-//     forward.
+//     trainer steps the primary, and SyncReplicas broadcasts parameters and buffers back.
 // Batch norm: as torch.nn.DataParallel, whose replica on the first device shares the module's
 // buffers, the running statistics are those the primary's slice updates; the replicas'
 // updates are overwritten by the next broadcast. Gradient accumulation (--grad-accum) reduces
@@ -20,10 +19,8 @@
 // it can avoid: backward starts from a cached seed gradient (no multiplication node), lets
 // autograd allocate each replica's gradients and copies them into the flat buffer in one
 // multi-tensor launch (instead of an in-place addition per parameter), the slices' losses are
-// summed by the gradients' reduction, and each thread queues its own part of the reduction and
-// of the broadcast (replica_collectives.h), so the primary's thread launches nothing for the
-// other devices. The broadcast after an optimizer step is queued at the start of the next
-// ForwardBackward, by every replica's thread.
+// summed by the gradients' reduction, and the replica threads spin briefly instead of sleeping
+// between jobs (replica_threads.h).
 //
 // --cuda-graphs: after kEagerCallsBeforeCapture eager calls, the next call with a full-sized
 // batch captures every replica's forward + backward on its slice as a CUDA graph (one replica
@@ -31,7 +28,6 @@
 // size replay them, each on its own thread; other batch sizes (an epoch's last) run eagerly.
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -77,11 +73,7 @@ class ReplicatedDataParallel : public DataParallelEngine {
   void CollectGradients(size_t replica);
   // Whether the primary's parameters and buffers are still the views of state_[0].
   bool PrimaryIsFlat() const;
-  // Replica r's part of copying the primary's parameters and buffers to every replica.
-  void BroadcastPart(size_t replica);
-  // threads_.Run(job) with each thread on its replica's device; when a job throws, the
-  // collectives are aborted so that no replica waits for it, and its exception is rethrown.
-  void RunOnReplicas(const std::function<void(size_t replica)>& job);
+  void Broadcast();
 
   std::vector<torch::Device> devices_;
   Precision precision_;
@@ -99,7 +91,7 @@ class ReplicatedDataParallel : public DataParallelEngine {
   std::vector<double> seed_factors_;
   std::unique_ptr<ReplicaCollectives> collectives_;
   std::vector<DeviceTimer> timers_;  // per replica; reduce, step and broadcast on [0]
-  bool replicas_stale_ = true;       // the primary may differ from the replicas: broadcast before the next job
+  bool replicas_stale_ = true;       // the primary may differ from the replicas
   int64_t forward_backward_calls_ = 0;
   // --cuda-graphs: per replica, its forward + backward (inputs: images, labels and, with loss
   // scaling, the scale; output: the summed loss), captured for one global batch size and loss

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "models/model_factory.h"
+#include "tests/support/saved_models.h"
 #include "tests/support/test_support.h"
 
 namespace mgpu {
@@ -15,19 +15,6 @@ namespace {
 using namespace mgpu::testing;
 
 nlohmann::json ReadSummary(const std::string& folder) { return nlohmann::json::parse(ReadText(folder + "/summary.json")); }
-
-// The largest ||a - b||_inf / ||b||_inf over the parameter tensors of two saved LeNets.
-double MaxRelativeDifference(const std::string& a_path, const std::string& b_path) {
-  auto a = MakeModel("lenet", ModelShape{}), b = MakeModel("lenet", ModelShape{});
-  torch::load(a, a_path);
-  torch::load(b, b_path);
-  double worst = 0;
-  auto pa = a->parameters(), pb = b->parameters();
-  for (size_t i = 0; i < pa.size(); ++i) {
-    worst = std::max(worst, (pa[i] - pb[i]).abs().max().item<double>() / pb[i].abs().max().item<double>());
-  }
-  return worst;
-}
 
 class DpCli : public ::testing::Test {
  protected:

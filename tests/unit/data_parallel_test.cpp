@@ -1,11 +1,9 @@
-// Specification of single-process DataParallel (--mode dp): device lists, the collectives among
-// replica threads, and that two CPU replicas train to the parameters of one process with the
-// same global batch.
+// Specification of single-process DataParallel (--mode dp): device lists, and that two CPU
+// replicas train to the parameters of one process with the same global batch.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
-#include <thread>
 
 #include <ATen/autocast_mode.h>
 
@@ -13,8 +11,6 @@
 #include "dataparallel/captured_graph.h"
 #include "dataparallel/data_parallel.h"
 #include "dataparallel/dp_devices.h"
-#include "dataparallel/replica_collectives.h"
-#include "ddp/communicator.h"
 #include "models/model_factory.h"
 #include "optim/fused_optimizer.h"
 #include "tests/support/test_support.h"
@@ -126,7 +122,7 @@ TEST_F(TwoCpuReplicas, TrainToTheParametersOfOneProcessWithTheGlobalBatch) {
   // The second replica did its share: 19 of the 20 batches had an image for it.
   EXPECT_GT(summary["dp_timing"]["forward_seconds"][1].get<double>(), 0);
   EXPECT_GT(summary["dp_timing"]["backward_seconds"][1].get<double>(), 0);
-  EXPECT_EQ(summary["dp_timing"]["broadcasts"], 20) << "before the first forward, then before each forward after a step";
+  EXPECT_EQ(summary["dp_timing"]["broadcasts"], 21) << "the first forward, then one after every step";
 }
 
 TEST_F(TwoCpuReplicas, ScaleTheirLossesLikeOneProcessUnderDynamicLossScaling) {
@@ -177,50 +173,6 @@ TEST(DataParallel, CudaGraphsAreRefusedOnCpuReplicasAndWithLibTorchsDataParallel
   };
   EXPECT_NE(refusal("mgpu").find("--cuda-graphs needs CUDA devices, but --dp-devices names cpu"), std::string::npos);
   EXPECT_NE(refusal("libtorch").find("--cuda-graphs cannot be combined with --dp-impl libtorch"), std::string::npos);
-}
-
-TEST(ReplicaCollectives, CpuReplicasReduceOntoTheFirstAndBroadcastFromIt) {
-  std::unique_ptr<ReplicaCollectives> collectives = MakeReplicaCollectives({kCpu, kCpu, kCpu});
-  EXPECT_EQ(collectives->name(), "copy");
-  std::vector<std::vector<torch::Tensor>> tensors;
-  for (int r = 0; r < 3; ++r) tensors.push_back({torch::full({4}, r + 1.0), torch::full({}, 10.0 * (r + 1))});
-  // Each replica's part on its own thread, as ReplicaThreads runs them.
-  auto on_every_replica = [&](auto part) {
-    std::vector<std::thread> threads;
-    for (size_t r = 0; r < 3; ++r) threads.emplace_back([&, r] { part(r); });
-    for (auto& thread : threads) thread.join();
-  };
-  on_every_replica([&](size_t r) { collectives->Reduce(r, tensors[r]); });
-  EXPECT_TRUE(tensors[0][0].equal(torch::full({4}, 6.0)));
-  EXPECT_EQ(tensors[0][1].item<double>(), 60.0);
-  EXPECT_TRUE(tensors[2][0].equal(torch::full({4}, 3.0))) << "the others only send";
-
-  on_every_replica([&](size_t r) { collectives->Broadcast(r, tensors[r]); });
-  for (int r = 1; r < 3; ++r) {
-    EXPECT_TRUE(tensors[r][0].equal(torch::full({4}, 6.0))) << "replica " << r;
-    EXPECT_EQ(tensors[r][1].item<double>(), 60.0) << "replica " << r;
-  }
-}
-
-TEST(ReplicaCollectives, AbortReleasesAReplicaWaitingForOneThatFailed) {
-  std::unique_ptr<ReplicaCollectives> collectives = MakeReplicaCollectives({kCpu, kCpu});
-  std::vector<torch::Tensor> mine = {torch::ones({2})};
-  std::atomic<bool> released{false};
-  std::string error;
-  std::thread waiting([&] {
-    try {
-      collectives->Reduce(0, mine);  // replica 1 never comes
-    } catch (const CollectiveError& e) {
-      error = e.what();
-    }
-    released = true;
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_FALSE(released) << "a replica waits for the others";
-  collectives->Abort();  // what replica 1's thread does when its job throws
-  waiting.join();
-  EXPECT_NE(error.find("a replica failed"), std::string::npos) << error;
-  EXPECT_THROW(collectives->Broadcast(1, mine), CollectiveError) << "later calls fail at once";
 }
 
 TEST(CapturedGraph, RefusesToCaptureOnTheCpuNamingTheFlag) {
