@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "models/model_factory.h"
 #include "common/files.h"
+#include "tests/support/saved_models.h"
 #include "tests/support/test_support.h"
 
 namespace mgpu {
@@ -20,28 +20,22 @@ using namespace mgpu::testing;
 nlohmann::json ReadSummary(const std::string& folder) { return nlohmann::json::parse(ReadText(folder + "/summary.json")); }
 
 // Largest |a - b| / max(|b|, 1e-3) over all parameters of two saved LeNets.
-double MaxRelativeDifference(const std::string& a_path, const std::string& b_path) {
-  auto a = MakeModel("lenet", ModelShape{}), b = MakeModel("lenet", ModelShape{});
-  torch::load(a, a_path);
-  torch::load(b, b_path);
+double MaxElementRelativeDifference(const std::string& a_path, const std::string& b_path) {
+  const std::vector<torch::Tensor> a = SavedLeNetParameters(a_path), b = SavedLeNetParameters(b_path);
   double worst = 0;
-  auto pa = a->parameters(), pb = b->parameters();
-  for (size_t i = 0; i < pa.size(); ++i) {
-    worst = std::max(worst, ((pa[i] - pb[i]).abs() / pb[i].abs().clamp_min(1e-3)).max().item<double>());
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, ((a[i] - b[i]).abs() / b[i].abs().clamp_min(1e-3)).max().item<double>());
   }
   return worst;
 }
 
 // ||a - b|| / ||b|| over all parameters: the measure for lossy (compressed) reductions.
 double RelativeNormDifference(const std::string& a_path, const std::string& b_path) {
-  auto a = MakeModel("lenet", ModelShape{}), b = MakeModel("lenet", ModelShape{});
-  torch::load(a, a_path);
-  torch::load(b, b_path);
+  const std::vector<torch::Tensor> a = SavedLeNetParameters(a_path), b = SavedLeNetParameters(b_path);
   double difference = 0, norm = 0;
-  auto pa = a->parameters(), pb = b->parameters();
-  for (size_t i = 0; i < pa.size(); ++i) {
-    difference += (pa[i] - pb[i]).pow(2).sum().item<double>();
-    norm += pb[i].pow(2).sum().item<double>();
+  for (size_t i = 0; i < a.size(); ++i) {
+    difference += (a[i] - b[i]).pow(2).sum().item<double>();
+    norm += b[i].pow(2).sum().item<double>();
   }
   return std::sqrt(difference / norm);
 }
@@ -93,7 +87,7 @@ class DdpCli : public ::testing::Test {
     ASSERT_EQ(summary["rank_param_checksums"].size(), 2u);
     EXPECT_EQ(summary["rank_param_checksums"][0], summary["rank_param_checksums"][1]) << "every rank ends equal";
     EXPECT_EQ(summary["param_checksum"], summary["rank_param_checksums"][0]);
-    EXPECT_LE(MaxRelativeDifference(out_ / (ddp_out + "/model.pt"), out_ / (single_out + "/model.pt")), 1e-5);
+    EXPECT_LE(MaxElementRelativeDifference(out_ / (ddp_out + "/model.pt"), out_ / (single_out + "/model.pt")), 1e-5);
     EXPECT_TRUE(PathExists(out_ / (ddp_out + "/logs/rank-1.log")));
   }
 
