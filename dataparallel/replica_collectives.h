@@ -3,10 +3,10 @@
 //   BroadcastFromPrimary: buffers[r][g] = buffers[0][g] for every replica r >= 1
 // buffers[r] are replica r's contiguous tensors (its FlatBuffers::groups(), and anything else
 // that travels with them), on its device, in the same order and of the same sizes and dtypes on
-// every replica. Both are called on the primary's thread once every replica's work is queued:
-// queuing one device's part while another thread still allocates on the other device can
-// deadlock NCCL's kernels against the CUDA driver, so no part waits for another thread. Both are queued on the streams current for the devices
-// on the calling thread and do not wait for them.
+// every replica. Both are queued, from one thread, on the streams current for the devices on
+// that thread, and do not wait for them. Call them once every replica's work is queued: a
+// device's NCCL part queued while another thread still launches and allocates on another device
+// can leave NCCL's kernel waiting on a thread that waits on the driver.
 //
 // Implementations: "nccl" (GPUs, with NCCL: one communicator per device from ncclCommInitAll,
 // every group of a call inside one ncclGroupStart/End) and "copy" (CPU replicas, or GPUs in a
