@@ -209,6 +209,11 @@ torch::Tensor ReplicatedDataParallel::ForwardBackward(const torch::Tensor& image
               return SliceForwardBackward(r, in[0], in[1], seed, /*timer=*/nullptr);
             },
             devices_[r], "--cuda-graphs");
+        // Replays write into the views whatever .grad holds; a replica's eager backward (an
+        // epoch's last batch) must start from no gradients, not add to a replay's.
+        if (r > 0) {
+          for (const torch::Tensor& parameter : parameters_[r]) parameter.mutable_grad().reset();
+        }
       });
     }
     replay = !graphs_.empty() && batch == graph_batch_ && loss_factor == graph_loss_factor_;
@@ -239,11 +244,6 @@ torch::Tensor ReplicatedDataParallel::ForwardBackward(const torch::Tensor& image
       loss_sums[r] = graphs_[r]->Replay(slice_inputs(r));
       timers_[r].Stop(kBackward);
     } else {
-      // A replica's backward starts from no gradients (after replays its .grad are still the
-      // views the graph adds to), so autograd allocates them instead of adding to stale ones.
-      if (r > 0) {
-        for (const torch::Tensor& parameter : parameters_[r]) parameter.mutable_grad().reset();
-      }
       const torch::Tensor x = images.narrow(0, starts[r], counts[r]).to(devices_[r], /*non_blocking=*/true);
       const torch::Tensor y = labels.narrow(0, starts[r], counts[r]).to(devices_[r], /*non_blocking=*/true);
       loss_sums[r] = SliceForwardBackward(r, x, y, BackwardSeed(r, loss_factor, scales[r]), &timers_[r]);

@@ -69,7 +69,8 @@ class ReplicatedDataParallel : public DataParallelEngine {
   void AttachGradients(size_t replica);
   // After an eager backward: replica r's gradients into its flat buffers (zero where a
   // parameter got none; gradients that are views already stay); the primary's .grad become
-  // the views, a replica's are dropped so that its next backward allocates them afresh.
+  // the views, a replica's are dropped so that its next backward allocates them afresh (a
+  // replica's .grad are none between jobs, from construction and after a capture too).
   void CollectGradients(size_t replica);
   // Whether the primary's parameters and buffers are still the views of state_[0].
   bool PrimaryIsFlat() const;
