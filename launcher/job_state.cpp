@@ -30,6 +30,10 @@ int64_t UnixMillis() {
       .count();
 }
 
+double SecondsBetween(SteadyClock::time_point from, SteadyClock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
 JobState::JobState(int world_size, int local_world_size, coordinator::Assignment assignment)
     : world_size_(world_size), local_world_size_(local_world_size), assignment_(std::move(assignment)) {
   const int nodes = (world_size + local_world_size - 1) / local_world_size;

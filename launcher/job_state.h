@@ -22,6 +22,9 @@ using SteadyClock = std::chrono::steady_clock;
 // Milliseconds since the Unix epoch, the clock failures are ordered by.
 int64_t UnixMillis();
 
+// Seconds from `from` to `to` (negative when `to` is earlier).
+double SecondsBetween(SteadyClock::time_point from, SteadyClock::time_point to);
+
 struct RankView {
   int rank = 0;
   bool registered = false;

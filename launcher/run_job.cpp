@@ -21,6 +21,7 @@
 #include "launcher/job_state.h"
 #include "launcher/job_summary.h"
 #include "launcher/net.h"
+#include "launcher/stall_report.h"
 #include "launcher/worker_group.h"
 #include "worker/command_line.h"
 #include "worker/coordinator_client.h"
@@ -32,7 +33,6 @@ namespace {
 
 constexpr auto kStopGrace = std::chrono::milliseconds(3000);
 constexpr auto kPollInterval = std::chrono::milliseconds(50);
-constexpr double kMinStartupSeconds = 60;  // a worker has at least this long to register
 
 std::atomic<int> stop_signal{0};
 extern "C" void OnStopSignal(int signal) { stop_signal = signal; }
@@ -48,10 +48,6 @@ void InstallStopHandlers() {
 std::string SignalName(int signal) {
   const char* abbrev = ::sigabbrev_np(signal);
   return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", signal);
-}
-
-double SecondsBetween(SteadyClock::time_point from, SteadyClock::time_point to) {
-  return std::chrono::duration<double>(to - from).count();
 }
 
 // What every node's launcher works out before it starts a worker.
@@ -161,15 +157,6 @@ std::string LastLines(const std::string& text, size_t count) {
   return joined;
 }
 
-std::string Where(const RankView& view) {
-  std::string where = fmt::format("step {}, epoch {}, {}", view.step, view.epoch, view.phase);
-  if (!view.pending_collective.empty()) {
-    const double waited = view.pending_collective_seconds + SecondsBetween(view.last_heard, SteadyClock::now());
-    where += fmt::format(", waiting in {} for {:.1f} s", view.pending_collective, waited);
-  }
-  return where;
-}
-
 // The earliest failure among the ranks: an exit with a code or signal, or a reported error.
 std::optional<JobFailure> FirstFailure(const std::vector<RankView>& ranks) {
   std::optional<JobFailure> first;
@@ -201,98 +188,10 @@ std::optional<JobFailure> FirstFailure(const std::vector<RankView>& ranks) {
     f.reported_error = failed_finish && !view.finish.error().empty();
     f.error = f.reported_error ? view.finish.error() : LastLines(view.exit.log_tail(), 5);
     f.message = fmt::format("rank {} ({}{}) {} at {}", f.rank, f.host.empty() ? "host unknown" : "host " + f.host,
-                            f.pid > 0 ? fmt::format(", pid {}", f.pid) : "", how, Where(view));
+                            f.pid > 0 ? fmt::format(", pid {}", f.pid) : "", how, RankPosition(view, SteadyClock::now()));
     first = f;
   }
   return first;
-}
-
-// A job stopped for want of progress (`kind` "hung" or "node-lost"), with `root` as its cause, at
-// the position it last reported.
-JobFailure StalledAt(const std::string& kind, const RankView& root) {
-  JobFailure f;
-  f.kind = kind;
-  f.rank = root.rank;
-  f.host = root.host;
-  f.pid = root.pid;
-  f.exit_code = static_cast<int>(ExitCode::kFailure);
-  f.step = root.step;
-  f.epoch = root.epoch;
-  f.phase = root.phase;
-  f.unix_millis = UnixMillis();
-  return f;
-}
-
-// Ranks that stopped making progress: never registered, silent, or training without a step,
-// for longer than the timeout. Returns the report, with the rank that stalled first (lowest
-// step, then not waiting in a collective, then longest stall) as the root cause.
-std::optional<JobFailure> HungRanks(const std::vector<RankView>& ranks, double timeout, SteadyClock::time_point started,
-                                    const std::string& log_dir) {
-  const auto now = SteadyClock::now();
-  std::vector<std::pair<const RankView*, double>> stuck;  // rank, seconds without progress
-  std::string details;
-  for (const RankView& view : ranks) {
-    if (view.exited || view.finished) continue;
-    double stalled = 0;
-    std::string why;
-    if (!view.registered) {
-      // Start-up (loading LibTorch, CUDA, a busy machine) may take longer than a heartbeat
-      // timeout meant for training; a worker that dies during it is seen by its exit anyway.
-      stalled = SecondsBetween(started, now) * timeout / std::max(timeout, kMinStartupSeconds);
-      why = fmt::format("has not registered with the coordinator after {:.1f} s (see {}/rank-{}.console.log)",
-                        SecondsBetween(started, now), log_dir, view.rank);
-    } else {
-      const double silent = SecondsBetween(view.last_heard, now);
-      const double no_step = view.phase == "training" ? view.seconds_since_progress + silent : 0;
-      stalled = std::max(silent, no_step);
-      why = silent >= no_step ? fmt::format("silent for {:.1f} s", silent) : fmt::format("no new step for {:.1f} s", no_step);
-    }
-    details += fmt::format("\n  rank {} ({}): {} — {}", view.rank, view.host.empty() ? "?" : view.host,
-                           view.registered ? Where(view) : "not started", why);
-    if (stalled > timeout) stuck.emplace_back(&view, stalled);
-  }
-  if (stuck.empty()) return std::nullopt;
-  // At the same step, a rank waiting in a collective is waiting for one that is not: that one is
-  // the cause.
-  std::sort(stuck.begin(), stuck.end(), [](const auto& a, const auto& b) {
-    if (a.first->step != b.first->step) return a.first->step < b.first->step;
-    const bool a_waits = !a.first->pending_collective.empty(), b_waits = !b.first->pending_collective.empty();
-    return a_waits != b_waits ? b_waits : a.second > b.second;
-  });
-  const RankView& root = *stuck.front().first;
-  JobFailure f = StalledAt("hung", root);
-  std::string names;
-  for (const auto& [view, seconds] : stuck) names += (names.empty() ? "" : ", ") + std::to_string(view->rank);
-  f.error = "where every running rank is:" + details;
-  f.message = fmt::format("rank(s) {} hung (no progress within --heartbeat-timeout {} s); rank {} ({}) stalled first, "
-                          "at {}",
-                          names, timeout, root.rank, root.host.empty() ? "?" : root.host,
-                          root.registered ? Where(root) : "start-up");
-  return f;
-}
-
-// The joined node whose launcher has been silent longest, when that is more than `threshold`
-// seconds: its host is unreachable or its launcher died, and its ranks with it.
-std::optional<JobFailure> LostNode(const JobState& state, int nproc, double threshold, double timeout) {
-  const auto now = SteadyClock::now();
-  std::optional<NodeView> lost;
-  for (const NodeView& node : state.Nodes()) {
-    if (!node.joined || SecondsBetween(node.last_heard, now) <= threshold) continue;
-    if (!lost || node.last_heard < lost->last_heard) lost = node;
-  }
-  if (!lost) return std::nullopt;
-  const int first_rank = lost->node_rank * nproc;
-  const RankView root = state.Ranks()[static_cast<size_t>(first_rank)];
-  JobFailure f = StalledAt("node-lost", root);
-  f.host = lost->host;
-  const std::string ranks = nproc == 1 ? fmt::format("rank {}", first_rank)
-                                       : fmt::format("ranks {} to {}", first_rank, first_rank + nproc - 1);
-  f.message = fmt::format("node {} (host {}) lost: its launcher has not reported for {:.1f} s "
-                          "(--heartbeat-timeout {} s); its {} stopped at {} (network cut, host down, or its "
-                          "mgpu run killed)",
-                          lost->node_rank, lost->host.empty() ? "?" : lost->host, SecondsBetween(lost->last_heard, now),
-                          timeout, ranks, root.registered ? Where(root) : "start-up");
-  return f;
 }
 
 JobFailure Interrupted(int signal) {
@@ -323,11 +222,12 @@ std::optional<JobFailure> SuperviseAttempt(const JobState& state, const RunOptio
     if (auto failure = FirstFailure(ranks)) return failure;
     if (std::all_of(ranks.begin(), ranks.end(), [](const RankView& r) { return r.exited; })) return std::nullopt;
     const double timeout = options.heartbeat_timeout;
-    if (auto lost = LostNode(state, nproc, timeout, timeout)) return lost;
-    if (auto hung = HungRanks(ranks, timeout, started, log_dir)) {
+    const auto now = SteadyClock::now();
+    if (auto lost = LostNode(state.Nodes(), ranks, nproc, timeout, timeout, now)) return lost;
+    if (auto hung = HungRanks(ranks, timeout, started, now, log_dir)) {
       // The ranks that wait for a lost node's in a collective stall as early as its own do; a
       // node silent for half the timeout (two missed reports at least) is then the cause.
-      if (auto lost = LostNode(state, nproc, timeout / 2, timeout)) return lost;
+      if (auto lost = LostNode(state.Nodes(), ranks, nproc, timeout / 2, timeout, now)) return lost;
       return hung;
     }
   }
