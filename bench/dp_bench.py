@@ -12,8 +12,10 @@ nn.DataParallel, in one invocation on one host. Builds nothing: give it a built 
    baseline (one GPU), DataParallel over --gpus GPUs (the batch of 32 split among them) and DDP
    (--gpus processes, 32 images each per step; mgpu's started by `mgpu run`), for mgpu and
    PyTorch (nn.DataParallel, DistributedDataParallel with a DistributedSampler).
-   Targets: mgpu dp's epoch <= 0.3x nn.DataParallel's and <= 1.2x mgpu's one-GPU epoch. With
-   --lenet-graphs (the default), mgpu's one-GPU and dp rows run again with --cuda-graphs.
+   Targets: mgpu dp's epoch <= 0.3x nn.DataParallel's and <= 1.2x mgpu's one-GPU epoch. mgpu's
+   one-GPU and dp epochs run --repeats times (3), interleaved in pairs, since the one-GPU epoch
+   alone varies by up to 30% within minutes: the median pair ratio is the result. With
+   --lenet-graphs (the default), those pairs run again with --cuda-graphs.
 mgpu's images/s is images over time across its metrics.csv rows after warm-up; its epoch time is
 summary.json's. Writes DIR/dp-bench-results.json and prints Markdown tables.
 """
@@ -23,6 +25,7 @@ import gzip
 import json
 import os
 import platform
+import statistics
 import struct
 import subprocess
 import sys
@@ -127,28 +130,59 @@ def lenet(args, loader_workers):
     data = mnist_dir(args)
     common = ["--dataset", "mnist", "--data-dir", data, "--model", "lenet", "--epochs", "1", "--optimizer", "adam",
               "--lr", "0.001", "--num-workers", str(loader_workers), "--log-every", "500"]
+    one_gpu = ["--batch-size", "32", "--device", "cuda:0"]
+    dp = ["--batch-size", "32"] + dp_flags(args, "mgpu")
+    pairs = [("mgpu 1 GPU", one_gpu, "mgpu dp", dp)]
+    if args.lenet_graphs:  # LeNet's eager step is launch-bound: the same recipe with its kernels replayed
+        graphs = ["--cuda-graphs", "true"]
+        pairs.append(("mgpu 1 GPU --cuda-graphs", one_gpu + graphs, "mgpu dp --cuda-graphs", dp + graphs))
+
+    def run(name, flags, launcher=(), repeat=None):
+        suffix = "" if repeat is None else f"-r{repeat}"
+        out = os.path.join(args.out, f"lenet-w{loader_workers}-" + name.replace(" ", "-") + suffix)
+        summary = mgpu(args, out, common + flags, launcher)
+        return summary if "failed" in summary else {
+            "epoch_seconds": summary["epochs_detail"][0]["seconds"], "test_accuracy": summary["test_accuracy"],
+            "dp_timing": summary.get("dp_timing")}
+
+    results = {}
+    for one_name, one_flags, dp_name, dp_run_flags in pairs:
+        # The one-GPU epoch itself varies by up to 30% within minutes on one host, so each dp epoch
+        # is compared with the one-GPU epoch run just before it, and the pairs' median ratio counts.
+        runs = {one_name: [], dp_name: []}
+        for repeat in range(args.repeats):
+            for name, flags in ((one_name, one_flags), (dp_name, dp_run_flags)):
+                runs[name].append(run(name, flags, repeat=repeat if args.repeats > 1 else None))
+                print(json.dumps({f"{name} (run {repeat + 1} of {args.repeats})": runs[name][-1]}), flush=True)
+        for name, done in runs.items():
+            report(results, name, median_run(done))
+        ratios = [d["epoch_seconds"] / o["epoch_seconds"] for o, d in zip(runs[one_name], runs[dp_name])
+                  if "failed" not in o and "failed" not in d]
+        if ratios:
+            report(results, f"{dp_name} / {one_name}", {"pair_ratios": ratios, "median": statistics.median(ratios)})
     ddp_launcher = [os.path.join(args.build, "bin", "mgpu"), "run", "--nproc-per-node", str(args.gpus),
                     "--master-port", str(free_port())]
-    runs = {"mgpu 1 GPU": ([], ["--batch-size", "32", "--device", "cuda:0"]),
-            "mgpu dp": ([], ["--batch-size", "32"] + dp_flags(args, "mgpu")),
-            "mgpu ddp": (ddp_launcher, ["--batch-size", str(32 * args.gpus), "--mode", "ddp", "--backend", "nccl"])}
-    if args.lenet_graphs:  # LeNet's eager step is launch-bound: the same recipe with its kernels replayed
-        runs["mgpu 1 GPU --cuda-graphs"] = ([], runs["mgpu 1 GPU"][1] + ["--cuda-graphs", "true"])
-        runs["mgpu dp --cuda-graphs"] = ([], runs["mgpu dp"][1] + ["--cuda-graphs", "true"])
-    results = {}
-    for name, (launcher, flags) in runs.items():
-        out = os.path.join(args.out, f"lenet-w{loader_workers}-" + name.replace(" ", "-"))
-        summary = mgpu(args, out, common + flags, launcher)
-        report(results, name, summary if "failed" in summary else {
-            "epoch_seconds": summary["epochs_detail"][0]["seconds"], "test_accuracy": summary["test_accuracy"],
-            "dp_timing": summary.get("dp_timing")})
+    report(results, "mgpu ddp", run("mgpu ddp", ["--batch-size", str(32 * args.gpus), "--mode", "ddp", "--backend", "nccl"],
+                                    ddp_launcher))
     nn_dp_steps = ["--max-steps", str(args.nn_dp_steps)] if args.nn_dp_steps else []
     for name, gpus, extra in (("PyTorch 1 GPU", 1, []), ("PyTorch nn.DataParallel", args.gpus, nn_dp_steps),
-                              ("PyTorch DDP", args.gpus, ["--ddp", "--port", str(free_port())])):
+                              ("PyTorch DDP", args.gpus, ["--ddp"])):
+        if "--ddp" in extra:  # a port picked just before use: one picked a minute earlier was taken once
+            extra = extra + ["--port", str(free_port())]
         flags = ["--data-dir", data, "--gpus", str(gpus), "--num-workers", str(loader_workers)] + extra
         log_path = os.path.join(args.out, f"lenet-w{loader_workers}-" + name.replace(" ", "-").replace(".", "") + ".log")
         report(results, name, python_reference(args, "lenet_dp_reference.py", flags, log_path))
     return results
+
+
+def median_run(runs):
+    """The run with the median epoch (the lower middle one of an even count), with every run's epoch
+    seconds beside it; the first failure if any run failed."""
+    failed = [r for r in runs if "failed" in r]
+    if failed:
+        return failed[0]
+    ordered = sorted(runs, key=lambda r: r["epoch_seconds"])
+    return dict(ordered[(len(ordered) - 1) // 2], epoch_seconds_runs=[r["epoch_seconds"] for r in runs])
 
 
 def ratio(a, b):
@@ -170,6 +204,9 @@ def main():
     parser.add_argument("--nn-dp-steps", type=int, default=0,
                         help="time nn.DataParallel's LeNet over steps 21..N and project its epoch from them (0: "
                         "the whole epoch, which can take minutes)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="LeNet: run mgpu's one-GPU and dp epochs this many times, interleaved in pairs; the "
+                        "median pair ratio is the dp / one-GPU result")
     parser.add_argument("--only", choices=["resnet", "lenet"], default=None)
     parser.add_argument("--lenet-graphs", action=argparse.BooleanOptionalAction, default=True,
                         help="also run mgpu's one-GPU and dp LeNet rows with --cuda-graphs")
@@ -184,7 +221,7 @@ def main():
         for workers in args.lenet_workers.split(","):
             results[f"lenet-w{workers}"] = lenet(args, int(workers))
     meta = {"date": datetime.date.today().isoformat(), "host": platform.node(), "gpus": args.gpus,
-            "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda": torch.version.cuda,
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none", "torch": torch.__version__, "cuda": torch.version.cuda,
             "command": " ".join(sys.argv)}
     with open(os.path.join(args.out, "dp-bench-results.json"), "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=2)
@@ -203,7 +240,8 @@ def main():
               f"mgpu dp / nn.DataParallel >= 1.5 ({ratio(ips.get('mgpu dp'), ips.get('PyTorch nn.DataParallel'))})")
     for key in (k for k in results if k.startswith("lenet-w")):
         r = results[key]
-        sec = {k: v.get("epoch_seconds") or v.get("epoch_seconds_projected") for k, v in r.items()}
+        pair_ratios = {k: v for k, v in r.items() if "pair_ratios" in v}
+        sec = {k: v.get("epoch_seconds") or v.get("epoch_seconds_projected") for k, v in r.items() if k not in pair_ratios}
         print(f"\nLeNet-5, batch 32 per process, Adam, {key[len('lenet-w'):]} loader workers, one epoch, "
               f"{args.gpus} GPUs for DataParallel and DDP\n")
         print("| run | epoch s | accuracy % | vs same side's 1 GPU |")
@@ -213,15 +251,23 @@ def main():
                            if name.startswith("mgpu") else "PyTorch 1 GPU")
             projected = (f" (projected from {r[name]['steps_measured']} steps)"
                          if "epoch_seconds_projected" in r[name] else "")
+            runs = r[name].get("epoch_seconds_runs", [])
+            median = f" (median of {', '.join(f'{s:.2f}' for s in runs)})" if len(runs) > 1 else ""
             accuracy = f"{r[name]['test_accuracy']:.2f}" if "test_accuracy" in r[name] else "-"
-            print(f"| {name} | {v:.2f}{projected} | {accuracy} | {ratio(v, base)} |" if v
+            print(f"| {name} | {v:.2f}{projected}{median} | {accuracy} | {ratio(v, base)} |" if v
                   else f"| {name} | failed: {r[name].get('failed', '')[:200]} | | |")
+        for name, v in pair_ratios.items():
+            print(f"\n{name}, pair by pair: {', '.join(f'{x:.2f}' for x in v['pair_ratios'])} (median {v['median']:.2f})")
+
+        def paired(dp_name, one_name):
+            pair = pair_ratios.get(f"{dp_name} / {one_name}")
+            return f"{pair['median']:.2f}" if pair else ratio(sec.get(dp_name), sec.get(one_name))
+
         print(f"\ntargets: mgpu dp / nn.DataParallel <= 0.3 ({ratio(sec.get('mgpu dp'), sec.get('PyTorch nn.DataParallel'))}), "
-              f"mgpu dp / mgpu 1 GPU <= 1.2 ({ratio(sec.get('mgpu dp'), sec.get('mgpu 1 GPU'))}; with --cuda-graphs on "
-              f"both {ratio(sec.get('mgpu dp --cuda-graphs'), sec.get('mgpu 1 GPU --cuda-graphs'))}, on dp only "
+              f"mgpu dp / mgpu 1 GPU <= 1.2 (median pair {paired('mgpu dp', 'mgpu 1 GPU')}; with --cuda-graphs on "
+              f"both {paired('mgpu dp --cuda-graphs', 'mgpu 1 GPU --cuda-graphs')}, on dp only "
               f"{ratio(sec.get('mgpu dp --cuda-graphs'), sec.get('mgpu 1 GPU'))}); "
               f"mgpu ddp / PyTorch DDP: {ratio(sec.get('mgpu ddp'), sec.get('PyTorch DDP'))}")
-
 
 if __name__ == "__main__":
     main()

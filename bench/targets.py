@@ -79,6 +79,19 @@ def gpu_targets(table, data, source):
                       memory <= 1.05, source)
 
 
+def dp_over_one_gpu(lenet, dp_name, one_name):
+    """dp's epoch over the one-GPU epoch, and how it was taken: the median of interleaved pairs where
+    dp_bench.py ran them (--repeats), else the ratio of the single runs; None if either failed."""
+    pairs = lenet.get(f"{dp_name} / {one_name}")
+    if isinstance(pairs, dict) and "median" in pairs:
+        ratios = ", ".join(f"{x:.2f}" for x in pairs["pair_ratios"])
+        return pairs["median"], f" (median of {len(pairs['pair_ratios'])} pairs: {ratios})"
+    one, dp = lenet.get(one_name), lenet.get(dp_name)
+    if ok(one, "epoch_seconds") and ok(dp, "epoch_seconds"):
+        return dp["epoch_seconds"] / one["epoch_seconds"], ""
+    return None
+
+
 def dp_targets(table, data, source):
     results = data["results"]
     resnet = results.get("resnet18", {})
@@ -91,15 +104,14 @@ def dp_targets(table, data, source):
         table.add(5, "ResNet-18 fp32 batch 512: mgpu dp >= 1.5x nn.DataParallel", f"{x:.2f}x", x >= 1.5, source)
     lenet = results.get("lenet-w4", {})
     one, dp, torch_dp = lenet.get("mgpu 1 GPU"), lenet.get("mgpu dp"), lenet.get("PyTorch nn.DataParallel")
-    if ok(one, "epoch_seconds") and ok(dp, "epoch_seconds"):
-        x = dp["epoch_seconds"] / one["epoch_seconds"]
-        table.add(5, "LeNet batch 32, 4 workers: mgpu dp epoch <= 1.2x one GPU", f"{x:.2f}x", x <= 1.2, source)
-    # The same with --cuda-graphs: on both sides, and dp's against the eager one-GPU epoch.
-    one_graphed, dp_graphed = lenet.get("mgpu 1 GPU --cuda-graphs"), lenet.get("mgpu dp --cuda-graphs")
-    if ok(one_graphed, "epoch_seconds") and ok(dp_graphed, "epoch_seconds"):
-        x = dp_graphed["epoch_seconds"] / one_graphed["epoch_seconds"]
-        table.add(5, "LeNet batch 32, 4 workers, --cuda-graphs on both: mgpu dp epoch <= 1.2x one GPU", f"{x:.2f}x",
-                  x <= 1.2, source)
+    for suffix, label in (("", ""), (" --cuda-graphs", ", --cuda-graphs on both")):
+        paired = dp_over_one_gpu(lenet, "mgpu dp" + suffix, "mgpu 1 GPU" + suffix)
+        if paired:
+            x, how = paired
+            table.add(5, f"LeNet batch 32, 4 workers{label}: mgpu dp epoch <= 1.2x one GPU", f"{x:.2f}x{how}", x <= 1.2,
+                      source)
+    # dp with --cuda-graphs against the eager one-GPU epoch (the default run).
+    dp_graphed = lenet.get("mgpu dp --cuda-graphs")
     if ok(one, "epoch_seconds") and ok(dp_graphed, "epoch_seconds"):
         x = dp_graphed["epoch_seconds"] / one["epoch_seconds"]
         table.add(5, "LeNet batch 32, 4 workers: mgpu dp --cuda-graphs epoch <= 1.2x one GPU (eager)", f"{x:.2f}x",
