@@ -167,7 +167,7 @@ def lenet(args, loader_workers):
     nn_dp_steps = ["--max-steps", str(args.nn_dp_steps)] if args.nn_dp_steps else []
     for name, gpus, extra in (("PyTorch 1 GPU", 1, []), ("PyTorch nn.DataParallel", args.gpus, nn_dp_steps),
                               ("PyTorch DDP", args.gpus, ["--ddp"])):
-        if "--ddp" in extra:  # a port picked just before use: one picked a minute earlier was taken once
+        if "--ddp" in extra:  # picked just before use: one picked before the other references ran was taken once
             extra = extra + ["--port", str(free_port())]
         flags = ["--data-dir", data, "--gpus", str(gpus), "--num-workers", str(loader_workers)] + extra
         log_path = os.path.join(args.out, f"lenet-w{loader_workers}-" + name.replace(" ", "-").replace(".", "") + ".log")
@@ -213,6 +213,8 @@ def main():
     args = parser.parse_args()
     if args.gpus < 2:
         raise SystemExit(f"dp_bench needs at least 2 GPUs, found {args.gpus}")
+    if args.repeats < 1:
+        raise SystemExit(f"--repeats {args.repeats}: give at least 1 (the number of one-GPU/dp LeNet pairs)")
     os.makedirs(args.out, exist_ok=True)
     results = {}
     if args.only in (None, "resnet"):
@@ -221,7 +223,8 @@ def main():
         for workers in args.lenet_workers.split(","):
             results[f"lenet-w{workers}"] = lenet(args, int(workers))
     meta = {"date": datetime.date.today().isoformat(), "host": platform.node(), "gpus": args.gpus,
-            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none", "torch": torch.__version__, "cuda": torch.version.cuda,
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
+            "torch": torch.__version__, "cuda": torch.version.cuda,
             "command": " ".join(sys.argv)}
     with open(os.path.join(args.out, "dp-bench-results.json"), "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=2)
@@ -268,6 +271,7 @@ def main():
               f"both {paired('mgpu dp --cuda-graphs', 'mgpu 1 GPU --cuda-graphs')}, on dp only "
               f"{ratio(sec.get('mgpu dp --cuda-graphs'), sec.get('mgpu 1 GPU'))}); "
               f"mgpu ddp / PyTorch DDP: {ratio(sec.get('mgpu ddp'), sec.get('PyTorch DDP'))}")
+
 
 if __name__ == "__main__":
     main()
