@@ -71,11 +71,16 @@ TEST_F(CudaDp, CudaGraphsPerReplicaTrainLikeEagerReplicas) {
     const double reference = Summary("eager-" + precision)["param_checksum"].get<double>();
     EXPECT_NEAR(summary["param_checksum"].get<double>(), reference, 1e-4 * std::abs(reference)) << precision;
     // Per tensor too: the last batch (20 images) runs eagerly after the replays, and a replica
-    // that added its gradients to the last replay's would move the weights of that step.
-    EXPECT_LE(MaxRelativeDifference(dir_ / ("graphed-" + precision + "/model.pt"),
-                                    dir_ / ("eager-" + precision + "/model.pt")),
-              1e-4)
-        << precision;
+    // that added its gradients to the last replay's would move the weights of that step. In
+    // float32 only: in amp-fp16 two runs of the same flags can end up to 2e-3 apart in some tensor
+    // after these 21 steps (once in three graphed runs on 2× H200, 2026-11-22; float16 roundings
+    // of whichever algorithms cuDNN's benchmark mode picked that run), and that bug does not
+    // depend on the precision.
+    if (precision == "fp32") {
+      EXPECT_LE(MaxRelativeDifference(dir_ / ("graphed-" + precision + "/model.pt"),
+                                      dir_ / ("eager-" + precision + "/model.pt")),
+                1e-4);
+    }
   }
 }
 
