@@ -73,9 +73,9 @@ TEST_F(CudaDp, CudaGraphsPerReplicaTrainLikeEagerReplicas) {
     // Per tensor too: the last batch (20 images) runs eagerly after the replays, and a replica
     // that added its gradients to the last replay's would move the weights of that step. In
     // float32 only: in amp-fp16 two runs of the same flags can end up to 2e-3 apart in some tensor
-    // after these 21 steps (once in three graphed runs on 2× H200, 2026-11-22; float16 roundings
-    // of whichever algorithms cuDNN's benchmark mode picked that run), and that bug does not
-    // depend on the precision.
+    // after these 21 steps (once in three graphed amp-fp16 runs on 2× H200, 2026-11-22; likely
+    // float16 roundings of the algorithms cuDNN's benchmark mode picked in that run), and that
+    // bug does not depend on the precision.
     if (precision == "fp32") {
       EXPECT_LE(MaxRelativeDifference(dir_ / ("graphed-" + precision + "/model.pt"),
                                       dir_ / ("eager-" + precision + "/model.pt")),
