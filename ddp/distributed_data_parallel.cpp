@@ -193,7 +193,8 @@ void DistributedDataParallel::OnGradientReady(size_t index) {
   LaunchReadyBuckets();
 }
 
-// Requires mutex_. Puts the parameter's gradient into its bucket (nothing to do when it is a view of it).
+// Requires mutex_. Queues the parameter's gradient for its bucket's copy (nothing to copy when it
+// is a view of it already).
 void DistributedDataParallel::MarkReady(size_t index) {
   if (ready_[index]) {
     throw Error(ExitCode::kFailure, fmt::format("parameter '{}' received its gradient twice in one backward pass; "
@@ -208,8 +209,9 @@ void DistributedDataParallel::MarkReady(size_t index) {
   if (!grad.defined()) {
     view.zero_();  // an unused parameter (find_unused_parameters)
   } else if (!grad.is_alias_of(view)) {
-    view.copy_(grad);
-    if (options_.gradient_as_bucket_view) grad = view;
+    bucket.arrived.push_back(grad);  // keeps autograd's tensor alive until the copy is queued
+    bucket.arrived_views.push_back(view);
+    if (options_.gradient_as_bucket_view) grad = view;  // filled by the copy, before anything reads it
   }
   --bucket.pending;
 }
@@ -218,6 +220,12 @@ void DistributedDataParallel::MarkReady(size_t index) {
 void DistributedDataParallel::LaunchReadyBuckets() {
   while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) {
     Bucket& bucket = buckets_[next_to_launch_];
+    if (!bucket.arrived.empty()) {
+      torch::NoGradGuard no_grad;
+      at::_foreach_copy_(bucket.arrived_views, bucket.arrived);
+      bucket.arrived.clear();  // their memory goes back to the allocator, ordered on this stream
+      bucket.arrived_views.clear();
+    }
     const std::string what = fmt::format("gradient bucket {} of {} ({} bytes)", next_to_launch_, buckets_.size(),
                                          bucket.contents.numel() * bucket.contents.element_size());
     if (options_.compression == "none") {
@@ -234,6 +242,8 @@ void DistributedDataParallel::ResetIteration() {
   ready_.assign(parameters_.size(), false);
   for (auto& bucket : buckets_) {
     bucket.pending = static_cast<int>(bucket.members.size());
+    bucket.arrived.clear();
+    bucket.arrived_views.clear();
     bucket.work.reset();
   }
   next_to_launch_ = 0;
@@ -268,6 +278,7 @@ void DistributedDataParallel::FinishBackward() {
   for (auto& bucket : buckets_) bucket.work->Wait();
 
   torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> copy_back, averages;  // gradients that are not views of their buckets
   for (auto& bucket : buckets_) {
     if (bucket.wire.defined()) {
       bucket.contents.copy_(bucket.wire);
@@ -278,10 +289,12 @@ void DistributedDataParallel::FinishBackward() {
       if (!grad.defined()) {
         grad = options_.gradient_as_bucket_view ? bucket.views[slot] : bucket.views[slot].clone();
       } else if (!grad.is_alias_of(bucket.views[slot])) {
-        grad.copy_(bucket.views[slot]);
+        copy_back.push_back(grad);
+        averages.push_back(bucket.views[slot]);
       }
     }
   }
+  if (!copy_back.empty()) at::_foreach_copy_(copy_back, averages);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ResetIteration();
@@ -311,11 +324,7 @@ void DistributedDataParallel::RebuildFromObservedOrder() {
 }
 
 void DistributedDataParallel::ZeroGrad() {
-  if (options_.gradient_as_bucket_view) {
-    for (auto& bucket : buckets_) bucket.contents.zero_();
-  } else {
-    for (auto& p : parameters_) p.mutable_grad().reset();
-  }
+  for (auto& p : parameters_) p.mutable_grad().reset();
 }
 
 std::vector<int64_t> DistributedDataParallel::BucketBytes() const {

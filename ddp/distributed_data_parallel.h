@@ -19,6 +19,11 @@
 // every rank agrees). A bucket is launched once all its gradients are in and every earlier bucket
 // has been launched, so all ranks launch the same collectives in the same order; its all-reduce
 // averages (Communicator::AllReduceMean), so no kernel divides gradients by the world size.
+//
+// Launches per step, which a short step on a fast GPU pays on the host: ZeroGrad sets gradients
+// to none, so autograd's AccumulateGrad keeps the tensor backward made (no kernel), and a bucket's
+// gradients are copied into it by one multi-tensor launch just before its all-reduce, instead of
+// one in-place addition per parameter into zeroed buckets.
 #pragma once
 
 #include <cstdint>
@@ -39,10 +44,9 @@ struct DdpOptions {
   int64_t bucket_cap_bytes = kDefaultBucketCapBytes;
   int64_t first_bucket_cap_bytes = kFirstBucketCapBytes;
   int64_t last_bucket_cap_bytes = 0;  // > 0: a small last bucket (bucket_plan.h); 0: c10d's plan
-  // Gradients live inside the buckets: autograd accumulates into them, nothing is copied back
-  // after the all-reduce, and ZeroGrad zeroes them in place. False: each gradient is copied
-  // into its bucket and the average copied back (PyTorch's default), which costs a copy kernel
-  // per parameter between the last all-reduce and the optimizer.
+  // After FinishBackward the gradients are views of their buckets: nothing is copied back after
+  // the all-reduce. False: the averages are copied back into autograd's gradient tensors
+  // (PyTorch's default), one multi-tensor copy between the last all-reduce and the optimizer.
   bool gradient_as_bucket_view = true;
   // Parameters that get no gradient in an iteration are reduced as zeros instead of an error.
   bool find_unused_parameters = false;
@@ -63,7 +67,7 @@ class DistributedDataParallel {
   // Completes the iteration's gradient reduction: on GPUs without blocking the host (the current
   // stream waits for the buckets). Inside a NoSync scope, does nothing.
   void FinishBackward();
-  // Clears gradients for the next step (in place when gradients are bucket views).
+  // Clears gradients for the next step: sets them to none (the buckets keep their memory).
   void ZeroGrad();
 
   // While alive, backward passes only accumulate local gradients (gradient accumulation).
@@ -88,6 +92,8 @@ class DistributedDataParallel {
     std::vector<torch::Tensor> views;  // per member: a view of `contents` shaped like the parameter
     torch::Tensor contents;            // (total elements) flat
     torch::Tensor wire;                // the half-precision copy sent when compressing
+    // Gradients that arrived as autograd's own tensors, and the views they go to at launch.
+    std::vector<torch::Tensor> arrived, arrived_views;
     int pending = 0;
     std::unique_ptr<CollectiveWork> work;
   };

@@ -270,6 +270,9 @@ TEST(DistributedDataParallel, GradientsInTheBucketsAndCopiedOutOfThemAreTheSame)
     }
     EXPECT_EQ(model->c->weight.grad().is_view(), as_view) << "a view of its bucket exactly when asked";
     ddp.ZeroGrad();
+    for (const auto& p : model->parameters()) {
+      EXPECT_FALSE(p.grad().defined()) << "ZeroGrad sets gradients to none, so the next backward's are autograd's own";
+    }
   }
 }
 
