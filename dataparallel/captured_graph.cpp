@@ -5,6 +5,8 @@
 #include "common/status.h"
 
 #ifdef MGPU_WITH_CUDA
+#include <cuda_runtime.h>
+
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -38,7 +40,9 @@ CapturedGraph::CapturedGraph(const std::vector<torch::Tensor>& examples, const B
   }
   // Capture needs a stream other than the default one, and must see everything queued before.
   const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(device.index());
-  const c10::cuda::CUDAStream capture_stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
+  const c10::cuda::CUDAStream capture_stream = current == c10::cuda::getDefaultCUDAStream(device.index())
+                                                   ? c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index())
+                                                   : current;
   c10::cuda::CUDAEvent ready;
   ready.record(current);
   ready.block(capture_stream);
@@ -51,6 +55,13 @@ CapturedGraph::CapturedGraph(const std::vector<torch::Tensor>& examples, const B
     }
     state->graph.capture_end();
   } catch (const std::exception& e) {
+    // Out of capture mode, so the error can be reported and the process end normally.
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(capture_stream.stream(), &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
+      cudaGraph_t abandoned = nullptr;
+      cudaStreamEndCapture(capture_stream.stream(), &abandoned);
+      if (abandoned != nullptr) cudaGraphDestroy(abandoned);
+    }
     throw Error(ExitCode::kFailure, fmt::format("{}: capturing a CUDA graph on {} failed ({}); run without {}", flag,
                                                 device.str(), e.what(), flag));
   }
@@ -62,6 +73,25 @@ CapturedGraph::CapturedGraph(const std::vector<torch::Tensor>& examples, const B
 }
 
 CapturedGraph::~CapturedGraph() = default;
+
+struct CapturableStreamScope::State {
+#ifdef MGPU_WITH_CUDA
+  explicit State(const c10::cuda::CUDAStream& stream) : guard(stream) {}
+  c10::cuda::CUDAStreamGuard guard;
+#endif
+};
+
+CapturableStreamScope::CapturableStreamScope(torch::Device device) {
+#ifdef MGPU_WITH_CUDA
+  if (device.is_cuda()) {
+    state_ = std::make_unique<State>(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index()));
+  }
+#else
+  (void)device;
+#endif
+}
+
+CapturableStreamScope::~CapturableStreamScope() = default;
 
 bool CapturedGraph::Fits(const std::vector<torch::Tensor>& inputs) const {
   if (inputs.size() != state_->inputs.size()) return false;

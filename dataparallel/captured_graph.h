@@ -2,16 +2,17 @@
 // inputs of the same shapes (the single-device --cuda-graphs step, worker/graphed_step.h, and
 // each replica's forward + backward under --mode dp --cuda-graphs).
 //
-// Capture runs the body once on a side stream of `device`, ordered after the work already
-// queued on the device's current stream, with copies of the example inputs as the graph's
-// static inputs; nothing is computed then. Replay copies new inputs into those static inputs
-// and launches the graph on the current stream, so it is ordered like eager work. The body must
-// not synchronize with the host, and every tensor it reads besides its inputs (parameters,
-// gradients, optimizer state) must keep its storage across replays.
+// Capture runs the body once on the device's current stream, or, when that is the default
+// stream (which CUDA cannot capture), on a side stream ordered after it, with copies of the
+// example inputs as the graph's static inputs; nothing is computed then. Replay copies new
+// inputs into those static inputs and launches the graph on the current stream, so it is
+// ordered like eager work. The body must not synchronize with the host, and every tensor it
+// reads besides its inputs (parameters, gradients, optimizer state) must keep its storage
+// across replays.
 //
 // Capture uses CUDA's global capture mode: while it runs, no other thread of the process may
 // call into CUDA APIs that are unsafe under capture (allocation, synchronization), so capture
-// replicas one at a time.
+// replicas one at a time; threads that must (NCCL's watchdog) relax their own capture mode.
 #pragma once
 
 #include <functional>
@@ -22,6 +23,23 @@
 #include <torch/torch.h>
 
 namespace mgpu {
+
+// While alive, this thread's current stream on `device` is a side stream from LibTorch's pool
+// instead of the default one, so a CapturedGraph made meanwhile captures on the stream the eager
+// steps used: whatever the step keeps from them (DDP's gradient accumulators remember the stream
+// they were created on, and the default stream cannot wait on a capture) then belongs to the
+// capture. Nothing on a CPU device.
+class CapturableStreamScope {
+ public:
+  explicit CapturableStreamScope(torch::Device device);
+  ~CapturableStreamScope();
+  CapturableStreamScope(const CapturableStreamScope&) = delete;
+  CapturableStreamScope& operator=(const CapturableStreamScope&) = delete;
+
+ private:
+  struct State;  // the stream guard
+  std::unique_ptr<State> state_;
+};
 
 class CapturedGraph {
  public:

@@ -8,9 +8,14 @@
 // used (on GPUs: by work queued afterwards on the current stream). Every rank must issue the same
 // collectives in the same order. No wait blocks forever: past the timeout given at creation a
 // collective fails with a CollectiveError naming the collective (`what`), the rank and the host.
+//
+// CUDA graphs (nccl): a collective issued while the caller's current stream is being captured is
+// recorded into the graph, not run; its handle's Wait() joins the capture back. It runs when the
+// graph is replayed, which the caller launches through LaunchWatched so the timeout still holds.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,9 +62,19 @@ class Communicator {
   // Returns once every rank has called it.
   virtual void Barrier(const std::string& what) = 0;
 
+  // Runs `launch`, which queues work on the caller's current stream that holds collectives
+  // captured into a CUDA graph (its replay), and holds that work to the collective timeout:
+  // unfinished past it, the communicator is aborted with an error naming `what`. Backends
+  // without device streams cannot capture collectives: they only run `launch`.
+  virtual void LaunchWatched(const std::function<void()>& launch, const std::string& what) {
+    (void)what;
+    launch();
+  }
+
   // Device seconds spent inside collectives that have completed so far (waiting for peers
   // included), for backends that run them on a device stream (nccl); nullopt for the others.
   // Compared with the exposed communication time it tells how much of it backward hid.
+  // Collectives replayed inside a CUDA graph are not in it (their time is the graph's).
   virtual std::optional<double> CompletedCollectiveSeconds() { return std::nullopt; }
 
   // The oldest collective this rank has started and not yet seen complete ("all-reduce of

@@ -327,6 +327,11 @@ void DistributedDataParallel::ZeroGrad() {
   for (auto& p : parameters_) p.mutable_grad().reset();
 }
 
+void DistributedDataParallel::LaunchCaptured(const std::function<void()>& replay) {
+  communicator_.LaunchWatched(replay, fmt::format("the replayed CUDA graph of a DDP step ({} bucket all-reduces)",
+                                                  buckets_.size()));
+}
+
 std::vector<int64_t> DistributedDataParallel::BucketBytes() const {
   std::vector<int64_t> bytes;
   for (const auto& bucket : buckets_) bytes.push_back(bucket.contents.numel() * bucket.contents.element_size());

@@ -24,9 +24,15 @@
 // to none, so autograd's AccumulateGrad keeps the tensor backward made (no kernel), and a bucket's
 // gradients are copied into it by one multi-tensor launch just before its all-reduce, instead of
 // one in-place addition per parameter into zeroed buckets.
+//
+// CUDA graphs (nccl, worker/graphed_step.h): once the buckets are rebuilt, a whole step
+// (ZeroGrad, PrepareForward, backward, FinishBackward) may be captured; the hooks then record the
+// bucket copies and all-reduces into the graph in the same order, and each replay is launched
+// through LaunchCaptured so the collective timeout still applies.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -69,6 +75,10 @@ class DistributedDataParallel {
   void FinishBackward();
   // Clears gradients for the next step: sets them to none (the buckets keep their memory).
   void ZeroGrad();
+
+  // Runs `replay`, the launch of a CUDA graph that captured a step of this DDP, under the
+  // communicator's collective timeout (a rank that stops replaying fails the others, not hangs).
+  void LaunchCaptured(const std::function<void()>& replay);
 
   // While alive, backward passes only accumulate local gradients (gradient accumulation).
   class NoSync {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <functional>
 #include <list>
 #include <mutex>
 #include <thread>
@@ -145,6 +146,17 @@ class NcclCommunicator : public Communicator {
     }
   }
 
+  void LaunchWatched(const std::function<void()>& launch, const std::string& what) override {
+    ThrowIfFailed();
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+    launch();
+    const SharedEvent done = NewEvent();
+    MGPU_CUDA_CHECK(cudaEventRecord(done.get(), at::cuda::getCurrentCUDAStream(device_).stream()));
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_.push_back(Pending{nullptr, done, CollectiveContext(what, rank_), std::chrono::steady_clock::now() + timeout_,
+                               tracker_.Begin(what)});
+  }
+
   // Makes the caller's current stream wait for `done`; throws if the watchdog saw a failure.
   void WaitOn(const SharedEvent& done) {
     ThrowIfFailed();
@@ -154,8 +166,8 @@ class NcclCommunicator : public Communicator {
 
  private:
   struct Pending {
-    SharedEvent started;  // timing events around the collective on stream_
-    SharedEvent done;
+    SharedEvent started;  // timing events around the collective on stream_; no `started`: not a
+    SharedEvent done;     // collective's own time (a graph replay), watched but not added up
     std::string context;
     std::chrono::steady_clock::time_point deadline;
     CollectiveTracker::Token outstanding;  // until the watchdog sees `done`
@@ -179,13 +191,23 @@ class NcclCommunicator : public Communicator {
       throw CollectiveError(fmt::format("{}: the nccl backend takes contiguous tensors on cuda:{}", context, device_));
     }
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
-    const SharedEvent ready = NewEvent(), started = NewEvent(cudaEventDefault), done = NewEvent(cudaEventDefault);
-    MGPU_CUDA_CHECK(cudaEventRecord(ready.get(), at::cuda::getCurrentCUDAStream(device_).stream()));
+    const cudaStream_t current = at::cuda::getCurrentCUDAStream(device_).stream();
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    MGPU_CUDA_CHECK(cudaStreamIsCapturing(current, &capture));
+    const bool capturing = capture != cudaStreamCaptureStatusNone;
+    // Under capture the events only order the graph's branches: waiting on `ready` makes stream_
+    // part of the capture, and the handle's Wait() on `done` joins it back.
+    const SharedEvent ready = NewEvent(), done = NewEvent(capturing ? cudaEventDisableTiming : cudaEventDefault);
+    const SharedEvent started = capturing ? nullptr : NewEvent(cudaEventDefault);
+    MGPU_CUDA_CHECK(cudaEventRecord(ready.get(), current));
     MGPU_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready.get(), 0));
     RecordOnCommStream(tensor);
-    MGPU_CUDA_CHECK(cudaEventRecord(started.get(), stream_));
+    if (started) MGPU_CUDA_CHECK(cudaEventRecord(started.get(), stream_));
     call();
     MGPU_CUDA_CHECK(cudaEventRecord(done.get(), stream_));
+    // A captured collective runs at each replay, which LaunchWatched holds to the timeout; its
+    // events belong to the graph and cannot be queried.
+    if (capturing) return std::make_unique<NcclWork>(this, done);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       pending_.push_back(Pending{started, done, context, std::chrono::steady_clock::now() + timeout_,
@@ -213,13 +235,19 @@ class NcclCommunicator : public Communicator {
         continue;
       }
       float ms = 0;
-      if (cudaEventElapsedTime(&ms, it->started.get(), it->done.get()) == cudaSuccess) completed_seconds_ += ms / 1000.0;
+      if (it->started && cudaEventElapsedTime(&ms, it->started.get(), it->done.get()) == cudaSuccess) {
+        completed_seconds_ += ms / 1000.0;
+      }
       it = pending_.erase(it);
     }
   }
 
   void WatchdogLoop() {
     cudaSetDevice(device_);
+    // The training thread may be capturing a CUDA graph in CUDA's global mode, which would
+    // otherwise forbid this thread's event queries (and invalidate the capture).
+    cudaStreamCaptureMode relaxed = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&relaxed);
     while (true) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       std::unique_lock<std::mutex> lock(mutex_);

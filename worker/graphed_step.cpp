@@ -11,14 +11,15 @@ namespace mgpu {
 
 GraphedTrainStep::GraphedTrainStep(Classifier& model, FusedOptimizer& optimizer, GradScaler& scaler,
                                    Precision precision, double label_smoothing, bool skip_nonfinite,
-                                   torch::Device device)
+                                   torch::Device device, DistributedDataParallel* ddp)
     : model_(model),
       optimizer_(optimizer),
       scaler_(scaler),
       precision_(precision),
       label_smoothing_(label_smoothing),
       skip_nonfinite_(skip_nonfinite),
-      device_(device) {
+      device_(device),
+      ddp_(ddp) {
 #ifndef MGPU_WITH_CUDA
   throw BadInputError("--cuda-graphs: this mgpu was built against a LibTorch without CUDA");
 #endif
@@ -31,12 +32,18 @@ GraphedTrainStep::GraphedTrainStep(Classifier& model, FusedOptimizer& optimizer,
 }
 
 torch::Tensor GraphedTrainStep::Run(const torch::Tensor& images, const torch::Tensor& labels, bool capturing) {
-  optimizer_.ZeroGrad();
+  if (ddp_) {
+    ddp_->ZeroGrad();
+    ddp_->PrepareForward();
+  } else {
+    optimizer_.ZeroGrad();
+  }
   // float32 logits, so the loss is float32 under every policy (GradScaler::Scale needs it).
   const torch::Tensor logits = PolicyForward(model_, images, precision_, /*autocast_cache=*/!capturing);
   const torch::Tensor loss = torch::nn::functional::cross_entropy(
       logits, labels, torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(label_smoothing_));  // ()
   scaler_.Scale(loss).backward();
+  if (ddp_) ddp_->FinishBackward();  // every rank's averaged gradients, before the scaler reads them
   torch::NoGradGuard no_grad;
   scaler_.Step(optimizer_, skip_nonfinite_ ? loss.detach().isfinite().logical_not() : torch::Tensor());
   scaler_.Update();
@@ -44,8 +51,9 @@ torch::Tensor GraphedTrainStep::Run(const torch::Tensor& images, const torch::Te
 }
 
 torch::Tensor GraphedTrainStep::Step(const torch::Tensor& images, const torch::Tensor& labels) {
-  // Capture at a full-sized batch (not an epoch's short last one), which runs nothing yet.
-  if (!graph_ && eager_steps_ >= kEagerSteps && images.size(0) >= largest_batch_) {
+  // Capture at a full-sized batch (not an epoch's short last one), which runs nothing yet; under
+  // DDP once its buckets are final (rebuilding them synchronizes with the host).
+  if (!graph_ && eager_steps_ >= kEagerSteps && images.size(0) >= largest_batch_ && (!ddp_ || ddp_->rebuilt())) {
     graph_ = std::make_unique<CapturedGraph>(
         std::vector<torch::Tensor>{images, labels},
         [this](const std::vector<torch::Tensor>& in) { return Run(in[0], in[1], /*capturing=*/true); }, device_,
@@ -57,7 +65,10 @@ torch::Tensor GraphedTrainStep::Step(const torch::Tensor& images, const torch::T
     return Run(images, labels, /*capturing=*/false);
   }
   ++replays_;
-  return graph_->Replay({images, labels});
+  if (!ddp_) return graph_->Replay({images, labels});
+  torch::Tensor loss;
+  ddp_->LaunchCaptured([&] { loss = graph_->Replay({images, labels}); });
+  return loss;
 }
 
 }  // namespace mgpu

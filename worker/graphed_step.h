@@ -12,7 +12,14 @@
 // batch) runs eagerly, which the graph does not notice. The learning rate lives in a device
 // tensor (FusedOptimizer::KeepLrOnDevice) so schedules keep working.
 //
-// Requirements (TrainConfig validation refuses the rest): one CUDA device, no DDP or
+// Under DDP (NCCL) the step also holds DDP's part: buffers broadcast before the forward, the
+// bucket copies and all-reduces launched by backward's hooks, the wait for them before the
+// optimizer. Every rank captures at the same step (their batches have the same sizes), the graph
+// is captured only once DDP has rebuilt its buckets (after the first step), and replays go
+// through DistributedDataParallel::LaunchCaptured, so a rank that stops replaying makes the
+// others fail at the collective timeout instead of waiting forever.
+//
+// Requirements (TrainConfig validation refuses the rest): one CUDA device per process, no
 // DataParallel, one micro-batch per step, no gradient clipping (it reads the norm on the host),
 // no float32 master weights (o2). Nothing in the step may synchronize with the host.
 #pragma once
@@ -25,6 +32,7 @@
 #include "amp/grad_scaler.h"
 #include "amp/precision.h"
 #include "dataparallel/captured_graph.h"
+#include "ddp/distributed_data_parallel.h"
 #include "models/classifier.h"
 #include "optim/fused_optimizer.h"
 
@@ -35,9 +43,11 @@ class GraphedTrainStep {
   static constexpr int kEagerSteps = 3;
 
   // All references must outlive this object. `skip_nonfinite`: a non-finite loss makes the
-  // scaler skip the step (--on-nonfinite skip), decided on the device.
+  // scaler skip the step (--on-nonfinite skip), decided on the device. `ddp`: the model's DDP
+  // wrapper (--mode ddp), or null.
   GraphedTrainStep(Classifier& model, FusedOptimizer& optimizer, GradScaler& scaler, Precision precision,
-                   double label_smoothing, bool skip_nonfinite, torch::Device device);
+                   double label_smoothing, bool skip_nonfinite, torch::Device device,
+                   DistributedDataParallel* ddp = nullptr);
   GraphedTrainStep(const GraphedTrainStep&) = delete;
   GraphedTrainStep& operator=(const GraphedTrainStep&) = delete;
 
@@ -62,6 +72,7 @@ class GraphedTrainStep {
   double label_smoothing_;
   bool skip_nonfinite_;
   torch::Device device_;
+  DistributedDataParallel* ddp_;
 
   std::unique_ptr<CapturedGraph> graph_;  // inputs: images (B, C, H, W), labels (B); output: the loss ()
   int64_t replays_ = 0;

@@ -297,8 +297,9 @@ std::vector<OptionSpec> BuildOptions() {
   }
   o.push_back(BoolOption("cuda-graphs", &TrainConfig::cuda_graphs,
                          "capture the training step as CUDA graphs after 3 eager steps and replay them: with "
-                         "--mode single the whole step (no --grad-accum/--grad-clip, not o2), with --mode dp each "
-                         "replica's forward + backward (--dp-impl mgpu, CUDA devices); not with --mode ddp"));
+                         "--mode single or ddp the whole step, DDP's NCCL all-reduces included (no "
+                         "--grad-accum/--grad-clip, not o2), with --mode dp each replica's forward + backward "
+                         "(--dp-impl mgpu, CUDA devices)"));
   o.back().aliases = {"cuda_graphs"};
   o.push_back(BoolOption("channels-last", &TrainConfig::channels_last,
                          "keep convolution weights and batches in NHWC (channels-last) memory format "
@@ -481,13 +482,16 @@ namespace {
 void ValidateSpeedOptions(const TrainConfig& config, const Augmentation& augmentation) {
   if (config.cuda_graphs) {
     std::string conflict;
-    if (config.mode == "ddp") conflict = "--mode ddp (the all-reduce runs inside backward; graphs capture one process's step)";
+    if (config.mode == "ddp" && (config.backend == "gloo" || config.backend == "mpi")) {
+      conflict = fmt::format("--backend {} (only NCCL's collectives run inside a CUDA graph)", config.backend);
+    }
     if (config.mode == "dp" && config.dp_impl != "mgpu") {
       conflict = fmt::format("--dp-impl {} (it rebuilds its replicas at every step)", config.dp_impl);
     }
     if (config.device == "cpu") conflict = "--device cpu (graphs are a CUDA feature)";
-    // With --mode dp only each replica's forward + backward is a graph; the rest of the step is eager.
-    if (config.mode == "single") {
+    // With --mode dp only each replica's forward + backward is a graph; the rest of the step is
+    // eager. Otherwise the graph is the whole step (with DDP's all-reduces).
+    if (config.mode != "dp") {
       if (config.grad_accum > 1) conflict = fmt::format("--grad-accum {} (the graph is one micro-batch)", config.grad_accum);
       if (config.grad_clip > 0) conflict = "--grad-clip (clipping reads the gradient norm on the host)";
       if (config.precision == "o2") conflict = "--precision o2 (master weights are copied outside the kernels)";

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -15,6 +16,7 @@
 #include "data/device_resident_batches.h"
 #include "data/datasets.h"
 #include "data/image_dataset.h"
+#include "dataparallel/captured_graph.h"
 #include "dataparallel/data_parallel.h"
 #include "dataparallel/device_memory.h"
 #include "dataparallel/dp_devices.h"
@@ -239,6 +241,9 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   }
   // Each optimizer step consumes the global batch: per rank, grad_accum micro-batches.
   const int64_t micro_batch = config.batch_size / world.world_size / config.grad_accum;
+  // A graphed DDP step is captured on the stream its eager steps ran on (captured_graph.h).
+  std::optional<CapturableStreamScope> capturable_stream;
+  if (ddp && config.cuda_graphs) capturable_stream.emplace(device);
   RankGroup ranks(communicator, device);
   const CollectiveWatch collective_watch(communicator);  // heartbeats name a collective this rank waits in
   if (config.threads > 0) torch::set_num_threads(static_cast<int>(config.threads));
@@ -301,10 +306,11 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   GradScaler scaler(loss_scaling, device);
   const bool skip_nonfinite = config.on_nonfinite == "skip";
   summary["parameters"] = CountParameters(*model);
-  std::unique_ptr<GraphedTrainStep> graphed;  // --cuda-graphs on one device: the whole step, replayed
+  // --cuda-graphs on one device per process: the whole step (DDP's all-reduces included), replayed.
+  std::unique_ptr<GraphedTrainStep> graphed;
   if (config.cuda_graphs && !data_parallel) {
     graphed = std::make_unique<GraphedTrainStep>(*model, optimizer, scaler, precision, config.label_smoothing,
-                                                 skip_nonfinite, device);
+                                                 skip_nonfinite, device, replicated.get());
   }
 
   DistributedSampler sampler(data.train.size(), world.rank, world.world_size, /*shuffle=*/true, config.seed);
@@ -366,7 +372,8 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
                                                                : "off")},
                    {"steps per epoch", std::to_string(steps_per_epoch)},
                    {"step execution", fmt::format("{}, {} tensors, batches from {}",
-                                                  graphed ? fmt::format("one CUDA graph after {} eager steps",
+                                                  graphed ? fmt::format("one CUDA graph{} after {} eager steps",
+                                                                        replicated ? " with the all-reduces" : "",
                                                                         GraphedTrainStep::kEagerSteps)
                                                   : config.cuda_graphs ? "each replica's forward + backward as a CUDA graph"
                                                                        : "eager",
@@ -484,7 +491,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
           optimizer.ZeroGrad();
         }
       }
-      if (replicated) replicated->PrepareForward();
+      if (replicated && !graphed) replicated->PrepareForward();
       torch::Tensor loss;
       {
         std::optional<DistributedDataParallel::NoSync> accumulate_locally;
@@ -528,7 +535,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
 
       // DDP has averaged the gradients, so every rank sees the same non-finite gradients and
       // skips the same steps; a rank's own non-finite loss also poisons the average.
-      if (replicated) {
+      if (replicated && !graphed) {
         replicated->FinishBackward();
         timeline.Mark(StepPhase::kExposedComm);
       }
@@ -626,7 +633,9 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
     nlohmann::json phase_seconds = PhaseJson(device_phases);
     // All-reduces (and the evaluation's) in device time, hidden or not: with exposed_comm, how
     // much of the communication backward hid.
-    if (const auto collective_seconds = communicator ? communicator->CompletedCollectiveSeconds() : std::nullopt) {
+    // Not with a graphed step: its replayed all-reduces are in the graph's time, not in this.
+    const bool collectives_timed = communicator && !(graphed && graphed->captured());
+    if (const auto collective_seconds = collectives_timed ? communicator->CompletedCollectiveSeconds() : std::nullopt) {
       phase_seconds["collectives_total"] = *collective_seconds - collective_seconds_before;
     }
     summary["epochs_detail"].push_back({

@@ -121,10 +121,9 @@ TEST(CudaDdp, NcclOnTwoGpusMatchesOneGpuWithTheGlobalBatch) {
   for (int rank = 0; rank < 2; ++rank) {
     std::vector<std::string> argv = {MGPU_WORKER_BIN, "--mode", "ddp", "--backend", "nccl", "--out", dir / "ddp"};
     argv.insert(argv.end(), common.begin(), common.end());
-    ranks.push_back(std::make_unique<BackgroundCommand>(
-        argv, std::vector<std::string>{"RANK=" + std::to_string(rank), "WORLD_SIZE=2", "LOCAL_RANK=" + std::to_string(rank),
-                                       "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
-                                       "NCCL_NVLS_ENABLE=0"}));
+    std::vector<std::string> environment = TorchrunEnvironment(rank, 2, port);
+    environment.push_back("NCCL_NVLS_ENABLE=0");
+    ranks.push_back(std::make_unique<BackgroundCommand>(argv, environment));
   }
   for (auto& rank : ranks) {
     CommandResult result = rank->Wait();

@@ -13,17 +13,12 @@ namespace {
 
 using namespace mgpu::testing;
 
-std::vector<std::string> RankEnvironment(int rank, int port) {
-  return {"RANK=" + std::to_string(rank), "WORLD_SIZE=2", "LOCAL_RANK=" + std::to_string(rank), "LOCAL_WORLD_SIZE=2",
-          "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)};
-}
-
 TEST(AllReduceBench, TwoGlooRanksReportEverySizeFromEightBytesUp) {
   const int port = FreeLocalPort();
   const std::vector<std::string> argv = {MGPU_ALLREDUCE_BENCH_BIN, "--backend", "gloo", "--max-bytes", "1024",
                                          "--iters", "3", "--warmup", "1"};
-  BackgroundCommand rank1(argv, RankEnvironment(1, port));
-  const CommandResult rank0 = RunCommand(argv, RankEnvironment(0, port));
+  BackgroundCommand rank1(argv, TorchrunEnvironment(1, 2, port));
+  const CommandResult rank0 = RunCommand(argv, TorchrunEnvironment(0, 2, port));
   const CommandResult other = rank1.Wait();
   ASSERT_EQ(rank0.exit_code, 0) << rank0.output;
   ASSERT_EQ(other.exit_code, 0) << other.output;

@@ -69,10 +69,7 @@ class DdpCli : public ::testing::Test {
       for (auto& flag : CommonFlags(out)) argv.push_back(flag);
       argv.insert(argv.end(), extra.begin(), extra.end());
       argv.insert(argv.end(), per_rank[rank].begin(), per_rank[rank].end());
-      ranks.push_back(std::make_unique<BackgroundCommand>(
-          argv, std::vector<std::string>{"RANK=" + std::to_string(rank), "WORLD_SIZE=2",
-                                         "LOCAL_RANK=" + std::to_string(rank), "LOCAL_WORLD_SIZE=2",
-                                         "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)}));
+      ranks.push_back(std::make_unique<BackgroundCommand>(argv, TorchrunEnvironment(rank, 2, port)));
     }
     std::vector<CommandResult> results;
     for (auto& rank : ranks) results.push_back(rank->Wait());

@@ -147,6 +147,12 @@ int FreeLocalPort() {
   return port;
 }
 
+std::vector<std::string> TorchrunEnvironment(int rank, int world_size, int port) {
+  return {"RANK=" + std::to_string(rank),       "WORLD_SIZE=" + std::to_string(world_size),
+          "LOCAL_RANK=" + std::to_string(rank), "LOCAL_WORLD_SIZE=" + std::to_string(world_size),
+          "MASTER_ADDR=127.0.0.1",              "MASTER_PORT=" + std::to_string(port)};
+}
+
 std::string ReadText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream out;

@@ -85,4 +85,8 @@ bool WaitFor(const std::function<bool()>& condition, double seconds);
 // A TCP port on 127.0.0.1 that was free a moment ago (for rendezvous in tests).
 int FreeLocalPort();
 
+// torchrun's environment for one of `world_size` ranks on this host, meeting at 127.0.0.1:port
+// (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), for BackgroundCommand.
+std::vector<std::string> TorchrunEnvironment(int rank, int world_size, int port);
+
 }  // namespace mgpu::testing

@@ -301,7 +301,13 @@ TEST(TrainConfig, SpeedOptionsRefuseWhatTheyDoNotSupport) {
     set(config);
     return testing::BadInputMessage([&] { ValidateConfig(config); });
   };
-  EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.mode = "ddp"; }).find("--mode ddp"), std::string::npos);
+  EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.mode = "ddp"; c.backend = "gloo"; })
+                .find("--backend gloo (only NCCL's collectives run inside a CUDA graph)"),
+            std::string::npos);
+  EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.mode = "ddp"; c.backend = "mpi"; }).find("--backend mpi"),
+            std::string::npos);
+  EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.mode = "ddp"; c.grad_accum = 2; }).find("--grad-accum 2"),
+            std::string::npos);
   EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.device = "cpu"; }).find("--device cpu"), std::string::npos);
   EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.grad_accum = 2; }).find("--grad-accum 2"),
             std::string::npos);
@@ -320,6 +326,14 @@ TEST(TrainConfig, SpeedOptionsRefuseWhatTheyDoNotSupport) {
   supported.cuda_graphs = supported.channels_last = supported.data_on_device = true;
   supported.precision = "amp-bf16";
   EXPECT_NO_THROW(ValidateConfig(supported));
+  // Under DDP the graph holds the whole step, NCCL's all-reduces included.
+  for (const std::string backend : {"auto", "nccl"}) {
+    TrainConfig graphed_ddp;
+    graphed_ddp.cuda_graphs = true;
+    graphed_ddp.mode = "ddp";
+    graphed_ddp.backend = backend;
+    EXPECT_NO_THROW(ValidateConfig(graphed_ddp)) << backend;
+  }
   // With --mode dp only the replicas' forward + backward are graphs: the eager rest of the step
   // may accumulate, clip and keep master weights.
   TrainConfig data_parallel;
