@@ -15,6 +15,8 @@ double Now() {
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
+std::string LossText(std::optional<double> loss) { return loss ? fmt::format("{:.4f}", *loss) : "-"; }
+
 constexpr int kBarWidth = 30;
 constexpr double kRedrawSeconds = 0.1;
 
@@ -34,7 +36,7 @@ void Progress::StartEpoch(int64_t epoch, int64_t epochs, int64_t steps_in_epoch)
   last_draw_ = 0;
 }
 
-void Progress::Update(int64_t step, double loss, double images_per_second) {
+void Progress::Update(int64_t step, std::optional<double> loss, double images_per_second) {
   if (!enabled_) return;
   const double now = Now();
   const double fraction = steps_ > 0 ? static_cast<double>(step) / static_cast<double>(steps_) : 1;
@@ -43,17 +45,17 @@ void Progress::Update(int64_t step, double loss, double images_per_second) {
     if (now - last_draw_ < kRedrawSeconds && step < steps_) return;
     last_draw_ = now;
     const int filled = static_cast<int>(fraction * kBarWidth);
-    std::fprintf(stderr, "\r\033[Kepoch %lld/%lld [%s%s] %lld/%lld loss %.4f %.0f img/s ETA %.0fs",
+    std::fprintf(stderr, "\r\033[Kepoch %lld/%lld [%s%s] %lld/%lld loss %s %.0f img/s ETA %.0fs",
                  static_cast<long long>(epoch_ + 1), static_cast<long long>(epochs_),
                  std::string(static_cast<size_t>(filled), '#').c_str(),
                  std::string(static_cast<size_t>(kBarWidth - filled), ' ').c_str(),
-                 static_cast<long long>(step), static_cast<long long>(steps_), loss,
+                 static_cast<long long>(step), static_cast<long long>(steps_), LossText(loss).c_str(),
                  images_per_second, eta);
     std::fflush(stderr);
   } else if (step >= next_line_at_ && step < steps_) {
     next_line_at_ += (steps_ + 9) / 10;
-    log_.info("epoch {}/{} step {}/{} loss {:.4f} {:.0f} img/s ETA {:.0f}s", epoch_ + 1, epochs_,
-              step, steps_, loss, images_per_second, eta);
+    log_.info("epoch {}/{} step {}/{} loss {} {:.0f} img/s ETA {:.0f}s", epoch_ + 1, epochs_,
+              step, steps_, LossText(loss), images_per_second, eta);
   }
 }
 

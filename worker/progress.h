@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <spdlog/logger.h>
@@ -15,8 +16,9 @@ class Progress {
   Progress(const std::string& mode, int rank, spdlog::logger& log);
 
   void StartEpoch(int64_t epoch, int64_t epochs, int64_t steps_in_epoch);
-  // Called after every optimizer step; cheap when nothing is drawn.
-  void Update(int64_t step_in_epoch, double loss, double images_per_second);
+  // Called after every optimizer step; cheap when nothing is drawn. `loss`: that of the last
+  // completed metrics row, none before the first completes (rows complete a row late), shown as "-".
+  void Update(int64_t step_in_epoch, std::optional<double> loss, double images_per_second);
   // Ends the bar's line, so that log lines start on a fresh one.
   void EndEpoch();
 

@@ -388,7 +388,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   StepTimeline timeline(device);
   int64_t step = position.step;
   bool stop = false;
-  double last_loss = std::nan("");
+  std::optional<double> last_loss;  // of the last completed metrics row, for the progress display
   auto record_scaler = [&] {  // synchronizes: at log points and the end only
     summary["skipped_steps"] = scaler.skipped_steps();
     summary["final_loss_scale"] = scaler.scale();
