@@ -215,7 +215,7 @@ def main():
     meta = {"date": datetime.date.today().isoformat(), "host": platform.node(),
             "gpu": torch.cuda.get_device_name(0) if gpus else "none", "gpus": gpus,
             "torch": torch.__version__, "cuda": torch.version.cuda, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-            "command": " ".join(sys.argv)}
+            "mgpu_flags": args.mgpu_flags, "command": " ".join(sys.argv)}
     with open(os.path.join(args.out, "bench-results.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows, "bucket_sweep": sweep}, f, indent=2)
     print(f"\n{meta['gpus']}x {meta['gpu']}, torch {meta['torch']}, CUDA {meta['cuda']}, NCCL {meta['nccl']}, {meta['date']}")

@@ -7,7 +7,9 @@ measures it). bench/run_all.sh calls it at the end; it also reads stored results
 Recognized files: gpu_bench.py's bench-results.json (DDP/DataParallel/precision rows),
 dp_bench.py's dp-bench-results.json, speed_bench.py's speed-bench.json, divergence_bench.py's
 divergence-bench.json, launcher_bench.py's launcher-bench.json and allreduce_sweep.py's
-allreduce-sweep.json.
+allreduce-sweep.json. A gpu_bench.py run with --mgpu-flags (run_all.sh's gpu-graphs step:
+--cuda-graphs true) adds its DDP rows only, each target named with the flags; its one-GPU rows
+serve as those rows' scaling baseline, not as issue 6's eager precision rows.
 """
 import json
 import sys
@@ -51,25 +53,30 @@ class Table:
 
 
 def gpu_targets(table, data, source):
+    flags = data.get("meta", {}).get("mgpu_flags", "")
     singles = {(r["model"], r["precision"]): r for r in data["rows"] if r["world"] == 1}
     for r in data["rows"]:
         m, p = r["mgpu"], r["pytorch"]
-        if not (ok(m, "images_per_second") and ok(p, "images_per_second")):
+        ok_rows = ok(m, "images_per_second") and ok(p, "images_per_second")
+        if flags and r["world"] == 1 and ok_rows:  # a baseline only (a failed one is still reported)
+            continue
+        ddp = f"DDP x{r['world']}" + (f" (mgpu {flags})" if flags else "")
+        if not ok_rows:
             table.add(4 if r["world"] > 1 else 6, f"{r['model']} {r['precision']} x{r['world']} {r.get('mode', '')} runs",
                       (m.get("error") or p.get("error") or "")[:80], False, source)
             continue
         ratio = m["images_per_second"] / p["images_per_second"]
         if r["world"] > 1 and r.get("mode", "ddp") == "ddp":
-            table.add(4, f"{r['model']} {r['precision']} DDP x{r['world']}: mgpu >= PyTorch img/s", f"{ratio:.2f}x",
+            table.add(4, f"{r['model']} {r['precision']} {ddp}: mgpu >= PyTorch img/s", f"{ratio:.2f}x",
                       ratio >= 1.0, source)
             single = singles.get((r["model"], r["precision"]))
             if single and ok(single["mgpu"], "images_per_second"):
                 scaling = m["images_per_second"] / (single["mgpu"]["images_per_second"] * r["world"])
-                table.add(4, f"{r['model']} {r['precision']} DDP x{r['world']}: scaling >= 95%", f"{scaling:.0%}",
+                table.add(4, f"{r['model']} {r['precision']} {ddp}: scaling >= 95%", f"{scaling:.0%}",
                           scaling >= 0.95, source)
             exposed, step = (m.get("device_seconds_per_step") or {}).get("exposed_comm"), m.get("step_seconds")
-            if exposed is not None and step:
-                table.add(4, f"{r['model']} {r['precision']} DDP x{r['world']}: exposed comm <= 10% of the step",
+            if exposed is not None and step and not flags:  # a graphed step has no exposed phase of its own
+                table.add(4, f"{r['model']} {r['precision']} {ddp}: exposed comm <= 10% of the step",
                           f"{exposed / step:.1%} ({exposed * 1e3:.2f} of {step * 1e3:.2f} ms)", exposed <= 0.1 * step,
                           source)
         elif r["world"] == 1 and r["precision"] in ("amp-fp16", "amp-bf16") and r["model"] in ("resnet18", "vgg19"):
