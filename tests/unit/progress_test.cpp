@@ -3,6 +3,7 @@
 
 #include <limits>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include <spdlog/sinks/ostream_sink.h>
