@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <string>
 #include <utility>
 
 #include <fmt/format.h>
@@ -14,8 +15,12 @@ std::unique_ptr<CollectiveWork> Communicator::AllReduceMean(torch::Tensor tensor
 }
 
 std::string CollectiveContext(const std::string& what, int rank) {
-  char host[256] = "unknown-host";
-  ::gethostname(host, sizeof(host) - 1);
+  // Built for every collective (and every graph replay): look the host name up once.
+  static const std::string host = [] {
+    char name[256] = "unknown-host";
+    ::gethostname(name, sizeof(name) - 1);
+    return std::string(name);
+  }();
   return fmt::format("{} on rank {} (host {})", what, rank, host);
 }
 
