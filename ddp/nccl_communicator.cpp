@@ -5,6 +5,7 @@
 #include <nccl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -87,13 +88,25 @@ class NcclCommunicator : public Communicator {
     watchdog_ = std::thread([this] { WatchdogLoop(); });
   }
 
+  // ncclCommDestroy first finishes the collectives still in flight (ncclCommFinalize), which
+  // never happens when a peer never joins them (this rank failed in the middle of a step, or the
+  // peer did): they get a short grace, then the communicator is aborted instead, which lets
+  // their kernels exit.
   ~NcclCommunicator() override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_ = true;
     }
     watchdog_.join();
-    if (!aborted_) ncclCommDestroy(comm_);
+    if (!aborted_) {
+      if (InFlightFinishWithin(std::min<std::chrono::milliseconds>(timeout_, kTeardownGrace))) {
+        ncclCommDestroy(comm_);
+      } else {
+        std::fprintf(stderr, "mgpu-worker: %s: collectives still in flight at shutdown; aborting the communicator\n",
+                     CollectiveContext("communicator", rank_).c_str());
+        ncclCommAbort(comm_);
+      }
+    }
     cudaStreamDestroy(stream_);
   }
 
@@ -227,6 +240,20 @@ class NcclCommunicator : public Communicator {
     if (!failure_.empty()) throw CollectiveError(failure_);
   }
 
+  // Whether every watched collective completes within `grace` (polled).
+  bool InFlightFinishWithin(std::chrono::milliseconds grace) {
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ReapCompleted();
+        if (pending_.empty()) return true;
+      }
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+
   // Requires mutex_. Forgets the collectives that are done, adding up their device time.
   void ReapCompleted() {
     for (auto it = pending_.begin(); it != pending_.end();) {
@@ -279,6 +306,8 @@ class NcclCommunicator : public Communicator {
       std::_Exit(1);
     }
   }
+
+  static constexpr std::chrono::milliseconds kTeardownGrace{5000};
 
   int rank_;
   int size_;

@@ -6,6 +6,9 @@
 // pending collective's completion event and ncclCommGetAsyncError; on an error or when a
 // collective outlives the timeout it aborts the communicator (ncclCommAbort, which releases
 // kernels stuck in NCCL), reports the collective, the rank and the host, and ends the process.
+// On destruction, collectives still in flight get a few seconds to finish; if they do not (a
+// rank failed in the middle of a step), the communicator is aborted rather than destroyed, so
+// the process can exit instead of waiting for a peer that will never join.
 #pragma once
 
 #include <chrono>

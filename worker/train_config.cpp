@@ -370,6 +370,11 @@ std::vector<OptionSpec> BuildOptions() {
   o.push_back(IntOption("test-hang-rank", {}, &TrainConfig::test_hang_rank, -1,
                         "test only: with --test-hang-at-step, only this rank hangs; the others go on "
                         "until they wait for it in a collective (-1: every rank)"));
+  o.push_back(IntOption("test-fail-at-step", {}, &TrainConfig::test_fail_at_step, 0,
+                        "test only: this optimizer step fails with an error after its backward, while "
+                        "DDP's all-reduces may still be in flight (0: never)"));
+  o.push_back(IntOption("test-fail-rank", {}, &TrainConfig::test_fail_rank, -1,
+                        "test only: with --test-fail-at-step, only this rank fails (-1: every rank)"));
   o.push_back(IntOption("test-nonfinite-at-step", {}, &TrainConfig::test_nonfinite_at_step, 0,
                         "test only: the loss of this optimizer step becomes NaN before backward, to test "
                         "--on-nonfinite (--mode single without --cuda-graphs; 0: never)"));

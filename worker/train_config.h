@@ -117,6 +117,11 @@ struct TrainConfig {
   // test_hang_rank only (-1: every rank), so the launcher's hang detection can be tested.
   int64_t test_hang_at_step = 0;
   int64_t test_hang_rank = -1;
+  // Test only: optimizer step test_fail_at_step (0: none) fails with an error after its
+  // backward, before DDP waits for the gradients' all-reduces, on rank test_fail_rank only (-1:
+  // every rank), so a rank that fails in the middle of a step can be tested.
+  int64_t test_fail_at_step = 0;
+  int64_t test_fail_rank = -1;
   // Test only: the loss of this optimizer step (0: none) is made NaN before backward, on one
   // device without CUDA graphs, so --on-nonfinite can be tested without a diverging recipe.
   int64_t test_nonfinite_at_step = 0;

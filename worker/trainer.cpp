@@ -532,6 +532,9 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
       window_images += batch_images;
       ++micro;
       if (!last_micro) continue;
+      if (step + 1 == config.test_fail_at_step && (config.test_fail_rank < 0 || config.test_fail_rank == world.rank)) {
+        throw Error(ExitCode::kFailure, fmt::format("step {} failed on purpose (--test-fail-at-step)", step + 1));
+      }
 
       // DDP has averaged the gradients, so every rank sees the same non-finite gradients and
       // skips the same steps; a rank's own non-finite loss also poisons the average.

@@ -106,6 +106,11 @@ TEST_F(CudaGraphs, GraphedDdpStepsTrainLikeEagerDdpSteps) {
   // (measured 90% eager, 96% graphed); its parameters still agree.
   const std::vector<Configuration> configurations = {
       {"lenet", {"--precision", "fp32"}, 2.0},
+      // bfloat16 on the wire (the bucket's cast and cast back are captured too) and DDP's other switches.
+      {"lenet-options",
+       {"--precision", "fp32", "--ddp-compression", "bf16", "--find-unused-parameters", "true", "--broadcast-buffers",
+        "false"},
+       2.0},
       {"resnet", {"--model", "resnet18", "--precision", "amp-bf16", "--gradient-as-bucket-view", "false"}, 10.0}};
   for (const auto& [name, flags, accuracy_points] : configurations) {
     const auto eager = TrainDdp(name + "-eager", flags);

@@ -1,8 +1,10 @@
 // GPU checks: skipped, saying so, on machines without a CUDA device.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -140,6 +142,36 @@ TEST(CudaDdp, NcclOnTwoGpusMatchesOneGpuWithTheGlobalBatch) {
   const auto& phases = ddp["epochs_detail"][0]["phase_seconds"];
   EXPECT_GT(phases["collectives_total"].get<double>(), 0);
   EXPECT_GE(phases["exposed_comm"].get<double>(), 0);
+}
+
+// A rank that fails in the middle of a step, its gradients' all-reduces launched and never joined
+// by the other rank, still exits: its NCCL communicator is aborted rather than destroyed, since
+// ncclCommDestroy first finishes the communicator's outstanding work (ncclCommFinalize). (`timeout` turns its hang into a failure;
+// rank 0 runs bare, so that the SIGKILL it gets at the end reaches the worker itself.)
+TEST(CudaDdp, ARankThatFailsMidStepExitsThoughItsAllReducesCannotFinish) {
+  if (torch::cuda::device_count() < 2) GTEST_SKIP() << "fewer than 2 CUDA devices: NCCL DDP test skipped";
+  TempDir dir;
+  WriteTinyMnistLike(dir / "data", 1280, 200);
+  const int port = FreeLocalPort();
+  // Rank 0 stops after step 6; rank 1 launches step 7's all-reduces, then fails.
+  const std::vector<std::vector<std::string>> per_rank = {{"--test-hang-at-step", "6", "--test-hang-rank", "0"},
+                                                          {"--test-fail-at-step", "7", "--test-fail-rank", "1"}};
+  std::vector<std::unique_ptr<BackgroundCommand>> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<std::string> argv = {MGPU_WORKER_BIN, "--mode", "ddp", "--backend", "nccl", "--data-dir", dir / "data",
+                                     "--batch-size", "64", "--epochs", "100", "--collective-timeout", "600",
+                                     "--out", dir / "run"};
+    if (rank == 1) argv.insert(argv.begin(), {"timeout", "--signal=KILL", "60"});
+    argv.insert(argv.end(), per_rank[rank].begin(), per_rank[rank].end());
+    std::vector<std::string> environment = TorchrunEnvironment(rank, 2, port);
+    environment.push_back("NCCL_NVLS_ENABLE=0");
+    ranks.push_back(std::make_unique<BackgroundCommand>(argv, environment));
+  }
+  const CommandResult failed = ranks[1]->Wait();  // rank 0 hangs on purpose; it is killed at the end
+  EXPECT_EQ(failed.exit_code, 1) << failed.output;
+  EXPECT_NE(failed.output.find("step 7 failed on purpose"), std::string::npos) << failed.output;
+  EXPECT_NE(failed.output.find("collectives still in flight at shutdown; aborting the communicator"), std::string::npos)
+      << failed.output;
 }
 
 }  // namespace
