@@ -146,8 +146,9 @@ TEST(CudaDdp, NcclOnTwoGpusMatchesOneGpuWithTheGlobalBatch) {
 
 // A rank that fails in the middle of a step, its gradients' all-reduces launched and never joined
 // by the other rank, still exits: its NCCL communicator is aborted rather than destroyed, since
-// ncclCommDestroy first finishes the communicator's outstanding work (ncclCommFinalize). (`timeout` turns its hang into a failure;
-// rank 0 runs bare, so that the SIGKILL it gets at the end reaches the worker itself.)
+// ncclCommDestroy first finishes the communicator's outstanding work (ncclCommFinalize).
+// `timeout` turns a hang of rank 1 into a failure; rank 0 runs bare, so that the SIGKILL it gets
+// at the end reaches the worker itself.
 TEST(CudaDdp, ARankThatFailsMidStepExitsThoughItsAllReducesCannotFinish) {
   if (torch::cuda::device_count() < 2) GTEST_SKIP() << "fewer than 2 CUDA devices: NCCL DDP test skipped";
   TempDir dir;
