@@ -14,6 +14,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "common/files.h"
+#include "common/real.h"
 #include "common/status.h"
 #include "launcher/serve_options.h"
 #include "launcher/subcommand_args.h"
@@ -123,12 +124,12 @@ std::string Outcome(const service::Job& job) {
     line = job.queue_position() == 0 ? "next in queue" : fmt::format("{} job(s) ahead", job.queue_position());
   } else if (job.state() == service::SUCCEEDED && job.has_summary()) {
     const service::Summary& s = job.summary();
-    line = fmt::format("accuracy {:.2f}% loss {:.4f}, {} steps in {:.1f} s, {:.0f} img/s", s.test_accuracy(),
-                       s.test_loss(), s.steps(), s.total_seconds(), s.images_per_second());
+    line = fmt::format("accuracy {:.2f}% loss {:.4f}, {} steps in {:.1f} s, {:.0f} img/s", Real{s.test_accuracy()},
+                       Real{s.test_loss()}, s.steps(), s.total_seconds(), s.images_per_second());
   } else if (job.has_progress()) {
     const service::Progress& p = job.progress();
     line = fmt::format("step {}{} (epoch {}/{}) loss {:.4f} {:.0f} img/s", p.step(),
-                       p.max_steps() > 0 ? fmt::format("/{}", p.max_steps()) : "", p.epoch(), p.epochs(), p.loss(),
+                       p.max_steps() > 0 ? fmt::format("/{}", p.max_steps()) : "", p.epoch(), p.epochs(), Real{p.loss()},
                        p.images_per_second());
   } else if (job.state() == service::RUNNING) {
     line = "starting";

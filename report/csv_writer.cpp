@@ -1,12 +1,12 @@
 #include "report/csv_writer.h"
 
 #include <cerrno>
-#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "common/real.h"
 #include "common/status.h"
 
 namespace mgpu {
@@ -43,11 +43,7 @@ void CsvWriter::AppendRow(const std::vector<std::string>& fields) {
   WriteLine(fields);
 }
 
-std::string CsvWriter::Number(double value) {
-  if (std::isnan(value)) return "nan";
-  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  return fmt::format("{}", value);
-}
+std::string CsvWriter::Number(double value) { return fmt::format("{}", Real{value}); }
 
 void CsvWriter::WriteLine(const std::vector<std::string>& fields) {
   std::string line;

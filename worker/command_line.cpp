@@ -7,6 +7,23 @@
 #include "common/status.h"
 
 namespace mgpu {
+namespace {
+
+// "unknown flag --modle (did you mean --model?)", for the first unknown flag, or the stray value.
+std::string UnexpectedArgumentsMessage(const std::vector<std::string>& extras) {
+  for (const std::string& argument : extras) {
+    const std::string flag = argument.substr(0, argument.find('='));
+    const size_t name_start = flag.find_first_not_of('-');
+    if (name_start == 0 || name_start == std::string::npos) continue;
+    const std::string closest = ClosestOptionName(flag.substr(name_start));
+    return fmt::format("unknown flag {}{}; run `mgpu-worker --help` for the options", flag,
+                       closest.empty() ? "" : fmt::format(" (did you mean --{}?)", closest));
+  }
+  return fmt::format("unexpected argument '{}': every value follows its flag (--name value); run "
+                     "`mgpu-worker --help` for the options", extras.front());
+}
+
+}  // namespace
 
 std::optional<TrainConfig> ParseWorkerCommandLine(const std::vector<std::string>& args, int& exit_code) {
   CLI::App app{"mgpu-worker: one training process of an mgpu job.\n"
@@ -26,9 +43,11 @@ std::optional<TrainConfig> ParseWorkerCommandLine(const std::vector<std::string>
     help += fmt::format(" [{}]", specs[i].get(TrainConfig{}));
     // A repeated flag takes its last value, as with argparse.
     options.push_back(app.add_option(names, values[i], help)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast));
-    // Yes/no options work as plain flags too (`--amp` means `--amp true`).
-    if (specs[i].choices == std::vector<std::string>{"true", "false"}) options.back()->expected(0, 1);
+    // Switches work as plain flags too (`--amp` means `--amp true`).
+    if (!specs[i].flag_value.empty()) options.back()->expected(0, 1);
   }
+  // Unknown arguments are collected rather than refused by CLI11, to name the flag meant.
+  app.allow_extras();
   try {
     // CLI11 takes the arguments in reverse order.
     std::vector<std::string> reversed(args.rbegin(), args.rend());
@@ -39,6 +58,9 @@ std::optional<TrainConfig> ParseWorkerCommandLine(const std::vector<std::string>
   } catch (const CLI::ParseError& e) {
     throw BadInputError(fmt::format("{}; run `mgpu-worker --help` for the options", e.what()));
   }
+  if (const std::vector<std::string> extras = app.remaining(); !extras.empty()) {
+    throw BadInputError(UnexpectedArgumentsMessage(extras));
+  }
 
   TrainConfig config;
   if (!config_file.empty()) {
@@ -48,12 +70,12 @@ std::optional<TrainConfig> ParseWorkerCommandLine(const std::vector<std::string>
   for (size_t i = 0; i < specs.size(); ++i) {
     if (options[i]->count() == 0) continue;
     try {
-      specs[i].set(config, values[i].empty() && options[i]->get_expected_min() == 0 ? "true" : values[i]);
+      specs[i].set(config, values[i].empty() && options[i]->get_expected_min() == 0 ? specs[i].flag_value : values[i]);
     } catch (const BadInputError& e) {
       throw BadInputError(fmt::format("--{}: {}", specs[i].name, e.what()));
     }
   }
-  ResolvePrecisionAliases(config);
+  ResolveSeedSpellings(config);
   ValidateConfig(config);
   return config;
 }

@@ -12,7 +12,7 @@
 namespace mgpu {
 
 // Parses `args` (without the program name): defaults < --config FILE < flags, then the checks of
-// ResolvePrecisionAliases and ValidateConfig. Returns nullopt after printing --help (exit_code
+// ResolveSeedSpellings and ValidateConfig. Returns nullopt after printing --help (exit_code
 // set). Throws BadInputError naming the flag, file or key for anything invalid.
 std::optional<TrainConfig> ParseWorkerCommandLine(const std::vector<std::string>& args, int& exit_code);
 

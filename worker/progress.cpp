@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "common/real.h"
+
 namespace mgpu {
 namespace {
 
@@ -15,7 +17,7 @@ double Now() {
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
-std::string LossText(std::optional<double> loss) { return loss ? fmt::format("{:.4f}", *loss) : "-"; }
+std::string LossText(std::optional<double> loss) { return loss ? fmt::format("{:.4f}", Real{*loss}) : "-"; }
 
 constexpr int kBarWidth = 30;
 constexpr double kRedrawSeconds = 0.1;

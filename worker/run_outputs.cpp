@@ -8,7 +8,8 @@
 
 namespace mgpu {
 
-RunOutputs::RunOutputs(const std::string& folder, int rank) : folder_(folder), rank_(rank) {
+RunOutputs::RunOutputs(const std::string& folder, int rank, const std::vector<std::string>& event_folders)
+    : folder_(folder), rank_(rank) {
   MakeDirectories(folder_ + "/logs");
   const std::string prefix = "[%Y-%m-%d %H:%M:%S.%e] [rank " + std::to_string(rank) + "] [%l] %v";
   auto file_sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(
@@ -27,7 +28,10 @@ RunOutputs::RunOutputs(const std::string& folder, int rank) : folder_(folder), r
       columns.push_back(std::string(StepPhaseName(static_cast<StepPhase>(i))) + "_seconds");
     }
     metrics_ = std::make_unique<CsvWriter>(folder_ + "/metrics.csv", columns);
-    events_ = std::make_unique<TensorBoardWriter>(folder_);
+    for (const std::string& events_folder : event_folders) {
+      MakeDirectories(events_folder);
+      events_.push_back(std::make_unique<TensorBoardWriter>(events_folder));
+    }
   }
 }
 
@@ -44,14 +48,14 @@ void RunOutputs::AppendStep(const StepMetrics& m) {
                                CsvWriter::Number(m.data_wait_seconds), CsvWriter::Number(m.images_per_second)};
   for (double seconds : m.phase_seconds.seconds) row.push_back(CsvWriter::Number(seconds));
   metrics_->AppendRow(row);
-  events_->AddScalar("train/loss", m.loss, m.step);
-  events_->AddScalar("train/lr", m.lr, m.step);
-  events_->AddScalar("train/loss_scale", m.loss_scale, m.step);
-  events_->AddScalar("train/images_per_second", m.images_per_second, m.step);
+  AddScalar("train/loss", m.loss, m.step);
+  AddScalar("train/lr", m.lr, m.step);
+  AddScalar("train/loss_scale", m.loss_scale, m.step);
+  AddScalar("train/images_per_second", m.images_per_second, m.step);
 }
 
 void RunOutputs::AddScalar(const std::string& tag, double value, int64_t step) {
-  if (events_) events_->AddScalar(tag, value, step);
+  for (const auto& events : events_) events->AddScalar(tag, value, step);
 }
 
 void RunOutputs::WriteSummary(const nlohmann::json& summary) {

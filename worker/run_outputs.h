@@ -32,9 +32,10 @@ struct StepMetrics {
 
 class RunOutputs {
  public:
-  // Creates `folder` (and logs/) and the rank's log. Rank 0 also opens metrics.csv and the
-  // TensorBoard file. Throws mgpu::Error if the folder cannot be written.
-  RunOutputs(const std::string& folder, int rank);
+  // Creates `folder` (and logs/) and the rank's log. Rank 0 also opens metrics.csv and a
+  // TensorBoard event file in each of `event_folders` (created if missing; usually `folder`).
+  // Throws mgpu::Error if a folder cannot be written.
+  RunOutputs(const std::string& folder, int rank, const std::vector<std::string>& event_folders);
 
   const std::string& folder() const { return folder_; }
   spdlog::logger& log() { return *logger_; }
@@ -50,7 +51,7 @@ class RunOutputs {
   int rank_;
   std::shared_ptr<spdlog::logger> logger_;
   std::unique_ptr<CsvWriter> metrics_;
-  std::unique_ptr<TensorBoardWriter> events_;
+  std::vector<std::unique_ptr<TensorBoardWriter>> events_;
 };
 
 }  // namespace mgpu

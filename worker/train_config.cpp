@@ -26,6 +26,66 @@ std::string Canonical(std::string key) {
   return key;
 }
 
+// A choice as the seed scripts may spell it: case, dashes and underscores do not matter
+// (`VGG19`, `CIFAR10`, `FashionMNIST`, `amp_bf16`).
+std::string Folded(const std::string& value) {
+  std::string folded;
+  for (const unsigned char c : value) {
+    if (c != '-' && c != '_') folded.push_back(static_cast<char>(std::tolower(c)));
+  }
+  return folded;
+}
+
+// Edits (insert, delete, substitute, swap two neighbours) from `a` to `b`: the optimal string
+// alignment distance, so that `modle` is one edit from `model`, as from `mode`.
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// The candidate whose `key` form is fewest edits from `wanted`'s, if that is close enough to be
+// a typo of it (at most 2 edits, and fewer than half of the word); else "".
+std::string ClosestName(const std::string& wanted, const std::vector<std::string>& candidates,
+                        const std::function<std::string(const std::string&)>& key) {
+  const std::string target = key(wanted);
+  std::string best;
+  size_t best_distance = std::min<size_t>(3, (target.size() + 1) / 2);
+  for (const auto& candidate : candidates) {
+    const size_t d = EditDistance(target, key(candidate));
+    if (d < best_distance) {
+      best_distance = d;
+      best = candidate;
+    }
+  }
+  return best;
+}
+
+// `value` as one of `choices`, however it is spelt (Folded); else BadInputError listing them
+// and suggesting the closest.
+std::string MatchChoice(const std::string& value, const std::vector<std::string>& choices) {
+  for (const auto& choice : choices) {
+    if (Folded(choice) == Folded(value)) return choice;
+  }
+  const std::string closest = ClosestName(value, choices, Folded);
+  throw BadInputError(fmt::format("'{}' is not one of: {}{}", value, fmt::join(choices, ", "),
+                                  closest.empty() ? "" : fmt::format("; did you mean '{}'?", closest)));
+}
+
+bool ParseBool(const std::string& text) {
+  const std::string folded = Folded(text);
+  if (folded == "true" || folded == "1" || folded == "yes" || folded == "on") return true;
+  if (folded == "false" || folded == "0" || folded == "no" || folded == "off") return false;
+  throw BadInputError(fmt::format("'{}' is not true or false", text));
+}
+
 // With min_value -1, "auto" stands for -1 (the value is then taken from the environment).
 int64_t ParseInt(const std::string& text, int64_t min_value) {
   if (min_value == -1 && text == "auto") return -1;
@@ -72,15 +132,8 @@ OptionSpec BoolOption(std::string name, bool TrainConfig::*field, std::string he
   spec.name = std::move(name);
   spec.help = std::move(help);
   spec.choices = {"true", "false"};
-  spec.set = [field](TrainConfig& c, const std::string& t) {
-    if (t == "true" || t == "1" || t == "yes" || t == "on") {
-      c.*field = true;
-    } else if (t == "false" || t == "0" || t == "no" || t == "off") {
-      c.*field = false;
-    } else {
-      throw BadInputError(fmt::format("'{}' is not true or false", t));
-    }
-  };
+  spec.flag_value = "true";
+  spec.set = [field](TrainConfig& c, const std::string& t) { c.*field = ParseBool(t); };
   spec.get = [field](const TrainConfig& c) { return std::string(c.*field ? "true" : "false"); };
   return spec;
 }
@@ -96,7 +149,8 @@ OptionSpec DoubleOption(std::string name, double TrainConfig::*field, bool allow
   return spec;
 }
 
-// A string option; with `choices`, also accepts `value_aliases` (alias → canonical value).
+// A string option; with `choices`, one of them however it is spelt (MatchChoice), or one of
+// `value_aliases` (alias → canonical value).
 OptionSpec StringOption(std::string name, std::vector<std::string> aliases, std::string TrainConfig::*field,
                         std::vector<std::string> choices, std::string help,
                         std::vector<std::pair<std::string, std::string>> value_aliases = {}) {
@@ -108,12 +162,9 @@ OptionSpec StringOption(std::string name, std::vector<std::string> aliases, std:
   spec.set = [field, choices, value_aliases](TrainConfig& c, const std::string& t) {
     std::string value = t;
     for (const auto& [alias, canonical] : value_aliases) {
-      if (value == alias) value = canonical;
+      if (Folded(value) == Folded(alias)) value = canonical;
     }
-    if (!choices.empty() && std::find(choices.begin(), choices.end(), value) == choices.end()) {
-      throw BadInputError(fmt::format("'{}' is not one of: {}", t, fmt::join(choices, ", ")));
-    }
-    c.*field = value;
+    c.*field = choices.empty() ? value : MatchChoice(value, choices);
   };
   spec.get = [field](const TrainConfig& c) { return c.*field; };
   return spec;
@@ -124,13 +175,16 @@ std::vector<OptionSpec> BuildOptions() {
   o.push_back(StringOption("model", {}, &TrainConfig::model, ModelNames(), "model architecture (VGG with batch norm)"));
   o.push_back(StringOption("dataset", {}, &TrainConfig::dataset, DatasetNames(),
                            "data set (synthetic: random images, for measuring compute alone)"));
-  o.push_back(StringOption("data-dir", {"data_dir"}, &TrainConfig::data_dir, {},
+  o.push_back(StringOption("data-dir", {"data_dir", "dataset_root"}, &TrainConfig::data_dir, {},
                            "folder with the data set's files (default: the data set's standard folder)"));
   o.push_back(IntOption("num-workers", {"num_workers"}, &TrainConfig::num_workers, 0,
                         "loader threads (0: batches are built on the training thread)"));
   o.push_back(IntOption("image-size", {"image_size"}, &TrainConfig::image_size, 1,
                         "imagefolder: side in pixels images are resized to when loaded; synthetic: "
                         "the images' side"));
+  o.push_back(IntOption("img-size", {"img_size"}, &TrainConfig::img_size, 0,
+                        "seed-style: the side of the images the model sees (imagefolder: loaded at this "
+                        "size; other data sets: resized to it, e.g. 227 for AlexNet on CIFAR-10; 0: not given)"));
   o.push_back(StringOption("on-bad-image", {"on_bad_image"}, &TrainConfig::on_bad_image,
                            {"fail", "skip"},
                            "imagefolder: an image that cannot be decoded stops the run (fail) or is "
@@ -246,6 +300,7 @@ std::vector<OptionSpec> BuildOptions() {
     loss_scale.aliases = {"loss_scale"};
     loss_scale.help = "loss scaling: none | dynamic (GradScaler, from 2^16) | a static scale such as "
                       "1024; float16 policies without it may underflow";
+    loss_scale.flag_value = "dynamic";  // the seeds' `--loss-scale` switch
     loss_scale.set = [](TrainConfig& c, const std::string& t) {
       ParseLossScaling(t);  // validates; the trainer parses again
       c.loss_scale = t;
@@ -364,6 +419,30 @@ std::vector<OptionSpec> BuildOptions() {
                         "optimizer steps between metrics.csv rows"));
   o.push_back(StringOption("progress", {}, &TrainConfig::progress, {"auto", "bar", "lines"},
                            "progress display (auto: a bar on a terminal, plain lines otherwise)"));
+  {
+    // The seeds' switch (tqdm): a bar, drawn only where one can be (--progress auto), or none.
+    OptionSpec bar;
+    bar.name = "progress-bar";
+    bar.aliases = {"progress_bar"};
+    bar.help = "seed-style switch: true draws the bar on a terminal (plain lines elsewhere, as --progress auto), "
+               "false prints plain lines only";
+    bar.choices = {"true", "false"};
+    bar.flag_value = "true";
+    bar.set = [](TrainConfig& c, const std::string& t) {
+      if (!ParseBool(t)) {
+        c.progress = "lines";
+      } else if (c.progress == "lines") {
+        c.progress = "auto";
+      }
+    };
+    bar.get = [](const TrainConfig& c) { return std::string(c.progress == "lines" ? "false" : "true"); };
+    o.push_back(bar);
+  }
+  o.push_back(BoolOption("tensorboard", &TrainConfig::tensorboard,
+                         "write the TensorBoard event file (events.out.tfevents.*) into the output folder"));
+  o.push_back(StringOption("tensorboard-log", {"tensorboard_log"}, &TrainConfig::tensorboard_log, {},
+                           "also write the TensorBoard events to <this folder>/<output folder's name>/, so "
+                           "`tensorboard --logdir <this folder>` shows every run there side by side"));
   o.push_back(IntOption("test-hang-at-step", {}, &TrainConfig::test_hang_at_step, 0,
                         "test only: hang after this optimizer step, to test `mgpu run`'s hang detection "
                         "(0: never)"));
@@ -381,39 +460,17 @@ std::vector<OptionSpec> BuildOptions() {
   return o;
 }
 
-std::string ClosestOptionName(const std::string& key) {
-  // Levenshtein distance, to suggest a fix for a typo.
-  auto distance = [](const std::string& a, const std::string& b) {
-    std::vector<size_t> row(b.size() + 1);
-    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-    for (size_t i = 1; i <= a.size(); ++i) {
-      size_t diagonal = row[0];
-      row[0] = i;
-      for (size_t j = 1; j <= b.size(); ++j) {
-        const size_t above = row[j];
-        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-        diagonal = above;
-      }
-    }
-    return row[b.size()];
-  };
-  std::string best;
-  size_t best_distance = 3;  // suggest only close matches
-  for (const auto& spec : TrainOptions()) {
-    const size_t d = distance(Canonical(key), spec.name);
-    if (d < best_distance) {
-      best_distance = d;
-      best = spec.name;
-    }
-  }
-  return best;
-}
-
 }  // namespace
 
 const std::vector<OptionSpec>& TrainOptions() {
   static const std::vector<OptionSpec> options = BuildOptions();
   return options;
+}
+
+std::string ClosestOptionName(const std::string& key) {
+  std::vector<std::string> names;
+  for (const auto& spec : TrainOptions()) names.push_back(spec.name);
+  return ClosestName(key, names, Canonical);
 }
 
 const OptionSpec* FindTrainOption(const std::string& key) {
@@ -464,7 +521,9 @@ void ApplyYamlFile(TrainConfig& config, const std::string& path) {
   }
 }
 
-void ResolvePrecisionAliases(TrainConfig& config) {
+namespace {
+
+void ResolvePrecisionSpelling(TrainConfig& config) {
   if (config.dtype.empty() && !config.amp) return;
   const Precision wanted = PrecisionFromDtype(config.dtype, config.amp);
   const Precision given = ParsePrecision(config.precision);
@@ -479,6 +538,33 @@ void ResolvePrecisionAliases(TrainConfig& config) {
   }
   config.dtype.clear();
   config.amp = false;
+}
+
+// Kept after folding: folding again (config.yaml read back) finds the options in agreement.
+void ResolveImageSizeSpelling(TrainConfig& config) {
+  const int64_t side = config.img_size;
+  if (side == 0) return;
+  if (config.dataset == "imagefolder" && config.augment == "none") {
+    config.image_size = side;
+    return;
+  }
+  if (config.augment == "none") config.augment = "resize";
+  if (config.augment != "resize" && config.augment != "rrc-flip") {
+    throw BadInputError(fmt::format("--img-size {} resizes the images, which --augment {} cannot do (it keeps their "
+                                    "size); use --augment rrc-flip (random resized crops of side {}) or drop "
+                                    "--img-size", side, config.augment, side));
+  }
+  if (config.resize != 0 && config.resize != side) {
+    throw BadInputError(fmt::format("--img-size {} conflicts with --resize {}; give one of them", side, config.resize));
+  }
+  config.resize = side;
+}
+
+}  // namespace
+
+void ResolveSeedSpellings(TrainConfig& config) {
+  ResolvePrecisionSpelling(config);
+  ResolveImageSizeSpelling(config);
 }
 
 namespace {

@@ -28,6 +28,9 @@ struct TrainConfig {
   int64_t num_workers = 0;  // loader threads; 0 builds batches on the training thread
   int64_t image_size = 64;  // imagefolder: images are resized to this side; synthetic: the side
   std::string on_bad_image = "fail";  // imagefolder: fail | skip
+  // Seed-style `--img_size N` (AlexNet's 227 px): 0 unless given; ResolveSeedSpellings folds it
+  // into image_size, augment and resize.
+  int64_t img_size = 0;
   int64_t synthetic_train = 50000;
   int64_t synthetic_test = 10000;
 
@@ -67,7 +70,7 @@ struct TrainConfig {
   std::string precision = "fp32";  // amp/precision.h
   std::string loss_scale = "none";  // none | dynamic | a positive number (static scale)
   // Seed-style spelling of `precision` (`--dtype bf16 --amp`): "" and false unless given;
-  // ResolvePrecisionAliases folds them into `precision`.
+  // ResolveSeedSpellings folds them into `precision`.
   std::string dtype;
   bool amp = false;
   std::string on_nonfinite = "stop";  // a non-finite loss: stop (exit 3) or skip the step
@@ -112,6 +115,8 @@ struct TrainConfig {
   std::string name;         // short label for reports; empty: derived
   int64_t log_every = 50;   // optimizer steps between metrics.csv rows
   std::string progress = "auto";  // auto: a bar on a terminal, plain lines otherwise
+  bool tensorboard = true;        // events.out.tfevents.* in the output folder
+  std::string tensorboard_log;    // also write the events to <this>/<output folder's name>/
 
   // Test only: the training thread hangs after this optimizer step (0: never), on rank
   // test_hang_rank only (-1: every rank), so the launcher's hang detection can be tested.
@@ -132,6 +137,9 @@ struct OptionSpec {
   std::vector<std::string> aliases;  // e.g. "batch_size"
   std::string help;
   std::vector<std::string> choices;  // empty: any value of the option's type
+  // The value a bare flag stands for (`--amp` is `--amp true`, `--loss-scale` is `--loss-scale
+  // dynamic`); empty: the flag needs a value.
+  std::string flag_value;
   // Parses and stores `text`; throws BadInputError("<why>") without naming the source, which
   // the caller prefixes ("--batch-size", "config.yaml:3 key 'batch-size'").
   std::function<void(TrainConfig&, const std::string& text)> set;
@@ -142,16 +150,22 @@ struct OptionSpec {
 const std::vector<OptionSpec>& TrainOptions();
 // The option with this name or alias (dashes and underscores equivalent), or nullptr.
 const OptionSpec* FindTrainOption(const std::string& key);
+// The option name closest to a misspelt `key` (dashes and underscores equivalent), or "" when
+// none is close enough to be what was meant.
+std::string ClosestOptionName(const std::string& key);
 
 // Applies a YAML file (a mapping of option names to scalars). Throws BadInputError naming the
 // file, line and key for unknown keys, non-scalar values and bad values.
 void ApplyYamlFile(TrainConfig& config, const std::string& path);
 
-// Folds `--dtype D [--amp]` into `precision` (PrecisionFromDtype in amp/precision.h): they
-// choose the policy when --precision is left at fp32 and must otherwise agree with it
-// (`--precision o2 --dtype fp16` is fine, `--precision amp-bf16 --dtype fp16` is not). Throws
-// BadInputError naming both flags. Call once every source (YAML, flags) has been applied.
-void ResolvePrecisionAliases(TrainConfig& config);
+// Folds the seed scripts' spellings into the options they stand for; call once every source
+// (YAML, flags) has been applied. Throws BadInputError naming both flags where they disagree.
+//   `--dtype D [--amp]` → `precision` (PrecisionFromDtype in amp/precision.h): they choose the
+//       policy when --precision is left at fp32 and must otherwise agree with it (`--precision
+//       o2 --dtype fp16` is fine, `--precision amp-bf16 --dtype fp16` is not).
+//   `--img-size N` → the side the model sees: imagefolder loads images at N (--image-size);
+//       other data sets are resized to N (--augment resize, or rrc-flip's output side).
+void ResolveSeedSpellings(TrainConfig& config);
 
 // Checks relations between options (e.g. device availability is checked later, at start-up).
 void ValidateConfig(const TrainConfig& config);

@@ -6,10 +6,12 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <ATen/Version.h>
 #include <torch/torch.h>
 
 #include "amp/grad_scaler.h"
 #include "amp/precision.h"
+#include "common/real.h"
 #include "common/status.h"
 #include "data/batch_loader.h"
 #include "data/device_prefetcher.h"
@@ -306,6 +308,9 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   GradScaler scaler(loss_scaling, device);
   const bool skip_nonfinite = config.on_nonfinite == "skip";
   summary["parameters"] = CountParameters(*model);
+  // LibTorch's CPU kernels (AVX512, AVX2, ...; ATEN_CPU_CAPABILITY picks lower ones): their
+  // float32 sums round in other orders.
+  summary["cpu_capability"] = at::get_cpu_capability();
   // --cuda-graphs on one device per process: the whole step (DDP's all-reduces included), replayed.
   std::unique_ptr<GraphedTrainStep> graphed;
   if (config.cuda_graphs && !data_parallel) {
@@ -362,6 +367,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
                                                      : "none (one process)"},
                    {"batch per rank", fmt::format("{} x {} micro-batch(es)", micro_batch, config.grad_accum)},
                    {"intra-op threads", std::to_string(torch::get_num_threads())},
+                   {"cpu kernels", at::get_cpu_capability()},
                    {"data", fmt::format("{} train + {} test images {}x{}x{} from {} ({:.2f} s)",
                                         data.train.size(), data.test.size(), data.train.channels(),
                                         data.train.height(), data.train.width(), data.folder, load_seconds)},
@@ -407,7 +413,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
     throw DivergedError(fmt::format(
         "loss became {} at step {} (epoch {}) with loss scale {} (--precision {}, --loss-scale {}); lower "
         "--lr, use --loss-scale dynamic with float16 policies, or pass --on-nonfinite skip to skip such steps",
-        bad.loss, bad.step, epoch + 1, bad.loss_scale, config.precision, config.loss_scale));
+        Real{bad.loss}, bad.step, epoch + 1, Real{bad.loss_scale}, config.precision, config.loss_scale));
   };
   // Metrics rows complete a row late (deferred_rows.h); `wait` completes every one added.
   DeferredRows rows(device);
@@ -611,7 +617,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
     if (!std::isfinite(train_loss)) {
       record_scaler();
       throw DivergedError(fmt::format("training loss became {} in epoch {} (step {}){}; lower --lr",
-                                      train_loss, epoch + 1, step,
+                                      Real{train_loss}, epoch + 1, step,
                                       skip_nonfinite ? ": every step of the epoch had a non-finite loss" : ""));
     }
     // Skipping steps keeps non-finite updates out of the weights, but not a model that is broken
@@ -626,7 +632,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
                             "overflowed, and a scale of 0 cannot grow again; lower --lr, or use --precision amp-bf16",
                             epoch + 1, step, skipped)
               : fmt::format("test loss became {} after epoch {} (step {}, {}): the model's outputs are no longer "
-                            "finite; lower --lr{}", eval.loss, epoch + 1, step, skipped,
+                            "finite; lower --lr{}", Real{eval.loss}, epoch + 1, step, skipped,
                             ModelDtype(precision) == torch::kHalf || AutocastDtype(precision) == torch::kHalf
                                 ? ", or use --precision amp-bf16 (float16's range ends at 65504)" : ""));
     }

@@ -50,6 +50,18 @@ std::string AgreeOnFolder(Communicator& communicator, const std::string& mine, c
   return std::string(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()));
 }
 
+// The output folder, unless --tensorboard false, and <--tensorboard-log>/<the output folder's name>.
+std::vector<std::string> EventFolders(const TrainConfig& config) {
+  std::vector<std::string> folders;
+  if (config.tensorboard) folders.push_back(config.out);
+  if (!config.tensorboard_log.empty()) {
+    std::string run = config.out;
+    while (run.size() > 1 && run.back() == '/') run.pop_back();
+    folders.push_back(config.tensorboard_log + "/" + run.substr(run.rfind('/') + 1));
+  }
+  return folders;
+}
+
 struct ParsedCommandLine {
   TrainConfig config;
   WorldInfo world;
@@ -147,7 +159,7 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<RunOutputs> outputs;
   try {
-    outputs = std::make_unique<RunOutputs>(config.out, world.rank);
+    outputs = std::make_unique<RunOutputs>(config.out, world.rank, EventFolders(config));
   } catch (...) {
     const Status status = StatusOfCurrentException();
     std::fprintf(stderr, "mgpu-worker: cannot write the output folder: %s\n", status.message().c_str());

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -33,6 +34,13 @@ TempDir::TempDir() {
 
 TempDir::~TempDir() {
   RemoveTree(path_);
+}
+
+double Float32ReorderingTolerance(int64_t steps, int64_t longest_sum) {
+  constexpr double kFeedbackAllowance = 10;
+  const double unit_roundoff = std::ldexp(1.0, -24);
+  const double one_gradient = 2 * std::ceil(std::log2(static_cast<double>(longest_sum))) * unit_roundoff;
+  return kFeedbackAllowance * static_cast<double>(steps) * one_gradient;
 }
 
 void WriteBytes(const std::string& path, const std::string& bytes) {

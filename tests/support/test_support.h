@@ -47,6 +47,25 @@ std::string IdxBytes(const std::vector<int64_t>& dims, const std::string& data);
 // `train` and `test` samples of size×size pixels whose class is readable from the image.
 void WriteTinyMnistLike(const std::string& folder, int train, int test, int size = 28);
 
+// How far apart float32 rounding alone may put the parameters of two runs of the same training
+// that add the same terms in another order: one process against two DDP ranks or two DP replicas
+// (each rank sums its share of the batch, then the shares are added), or LibTorch's AVX-512
+// kernels against its AVX2 ones (other SIMD widths, other blocking). `steps` optimizer steps; a
+// gradient entry is a sum of at most `longest_sum` float32 terms (a convolution's weight gradient
+// sums over the batch and every output position). Relative to the parameters' scale.
+//   - u = 2^-24 is float32's unit roundoff. ATen sums in blocks combined pairwise, so a sum of n
+//     terms is off by at most about ceil(log2 n) * u, relative to the sum of the terms'
+//     magnitudes; another order of the same terms has its own such error: two computations of
+//     a gradient differ by up to 2 * ceil(log2 n) * u.
+//   - SGD moves a parameter by lr times its (momentum) gradient: each step's difference enters the
+//     parameter once and momentum carries it on, so after `steps` steps the differences add up
+//     to at most `steps` times one step's.
+//   - The training also feeds a difference back (other parameters give other gradients), which
+//     the count above leaves out; the bound lets that feedback grow it tenfold. A wrong reduction
+//     (a gradient averaged over the wrong count, a bucket left out) is off by 1e-2 or more, still
+//     far above the bound for the short runs of these tests.
+double Float32ReorderingTolerance(int64_t steps, int64_t longest_sum);
+
 struct CommandResult {
   int exit_code = -1;   // the process's exit status, or 128 + signal
   std::string output;   // stdout and stderr together

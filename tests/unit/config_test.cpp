@@ -203,7 +203,7 @@ TEST(TrainConfig, DtypeAndAmpResolveIntoPrecisionAndShowTheResolvedPolicy) {
   TrainConfig config;
   FindTrainOption("dtype")->set(config, "bf16");
   FindTrainOption("amp")->set(config, "true");
-  ResolvePrecisionAliases(config);
+  ResolveSeedSpellings(config);
   EXPECT_EQ(config.precision, "amp-bf16");
   EXPECT_EQ(FindTrainOption("dtype")->get(config), "bf16");
   EXPECT_EQ(FindTrainOption("amp")->get(config), "true");
@@ -211,7 +211,7 @@ TEST(TrainConfig, DtypeAndAmpResolveIntoPrecisionAndShowTheResolvedPolicy) {
   TrainConfig o2;  // agreeing spellings are accepted and keep the policy
   o2.precision = "o2";
   o2.dtype = "fp16";
-  ResolvePrecisionAliases(o2);
+  ResolveSeedSpellings(o2);
   EXPECT_EQ(o2.precision, "o2");
   EXPECT_EQ(FindTrainOption("amp")->get(o2), "false");
 
@@ -220,7 +220,7 @@ TEST(TrainConfig, DtypeAndAmpResolveIntoPrecisionAndShowTheResolvedPolicy) {
   conflict.dtype = "bf16";
   conflict.amp = true;
   try {
-    ResolvePrecisionAliases(conflict);
+    ResolveSeedSpellings(conflict);
     FAIL() << "expected BadInputError";
   } catch (const BadInputError& e) {
     EXPECT_NE(std::string(e.what()).find("--precision tf32 conflicts with --dtype bf16 --amp"), std::string::npos)
@@ -237,7 +237,7 @@ TEST(TrainConfig, ResolvedConfigRoundTripsThroughYaml) {
   WriteBytes(dir / "c.yaml", ConfigToYaml(config));
   TrainConfig back;
   ApplyYamlFile(back, dir / "c.yaml");
-  ResolvePrecisionAliases(back);
+  ResolveSeedSpellings(back);
   EXPECT_EQ(ConfigToYaml(back), ConfigToYaml(config));
 }
 

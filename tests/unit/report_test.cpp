@@ -1,8 +1,12 @@
-// Specification of the report writers: CRC-32C, TFRecord framing of TensorBoard events, CSV.
+// Specification of the report writers: CRC-32C, TFRecord framing of TensorBoard events, CSV, and
+// how every text output prints a number (Real).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
+#include "common/real.h"
 #include "report/crc32c.h"
 #include "report/csv_writer.h"
 #include "report/tensorboard_writer.h"
@@ -76,6 +80,25 @@ TEST(CsvWriter, WritesHeaderRowsAndQuotesWhenNeeded) {
   EXPECT_EQ(ReadText(dir / "m.csv"), "step,note\n1,plain\n2,\"has,comma \"\"q\"\"\"\n");
   EXPECT_EQ(CsvWriter::Number(0.25), "0.25");
   EXPECT_EQ(CsvWriter::Number(std::nan("")), "nan");
+}
+
+TEST(Real, PrintsEveryNanAsNanWhateverItsSignBit) {
+  // x86's default NaN (0 * inf, inf - inf) has its sign bit set; which one a kernel makes
+  // depends on the CPU's code path, and fmt would print it as "-nan".
+  const double negative_nan = std::copysign(std::numeric_limits<double>::quiet_NaN(), -1.0);
+  ASSERT_TRUE(std::signbit(negative_nan));
+  EXPECT_EQ(fmt::format("{}", Real{negative_nan}), "nan");
+  EXPECT_EQ(fmt::format("{:.4f}", Real{negative_nan}), "nan");
+  EXPECT_EQ(fmt::format("{}", Real{std::numeric_limits<double>::quiet_NaN()}), "nan");
+  EXPECT_EQ(CsvWriter::Number(negative_nan), "nan");
+}
+
+TEST(Real, KeepsTheSignOfInfinitiesAndFormatsOtherValuesAsADouble) {
+  EXPECT_EQ(fmt::format("{}", Real{-std::numeric_limits<double>::infinity()}), "-inf");
+  EXPECT_EQ(fmt::format("{}", Real{std::numeric_limits<double>::infinity()}), "inf");
+  EXPECT_EQ(fmt::format("{:.4f}", Real{-0.125}), "-0.1250");
+  EXPECT_EQ(fmt::format("{:>8.2f}|", Real{3.14159}), "    3.14|");
+  EXPECT_EQ(fmt::format("{}", Real{1e-7}), fmt::format("{}", 1e-7));
 }
 
 }  // namespace

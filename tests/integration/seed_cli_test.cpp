@@ -1,0 +1,115 @@
+// The seed experiments' own command lines, run by mgpu-worker on the CPU with their flags as
+// written (plus a step limit): the precision experiment (VGG-19 / ResNet-18, `--dtype bf16 --amp
+// --loss-scale`), AlexNet at 227 px with TensorBoard logging, and the MNIST methods comparison
+// (`--mode base|DP`, `--num_workers`). They train on a tiny MNIST-like set: CIFAR-10's loader
+// takes only the real 10,000-image files, so `--dataset CIFAR10 --dataset_root` is shown to reach
+// it instead. A spelling that means nothing exits 2 naming the closest valid one.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/files.h"
+#include "tests/support/test_support.h"
+
+namespace mgpu {
+namespace {
+
+using namespace mgpu::testing;
+
+nlohmann::json ReadSummary(const std::string& folder) { return nlohmann::json::parse(ReadText(folder + "/summary.json")); }
+
+bool HasEventFile(const std::string& folder) {
+  if (!IsDirectory(folder)) return false;
+  for (const std::string& name : ListDirectory(folder)) {
+    if (name.rfind("events.out.tfevents.", 0) == 0) return true;
+  }
+  return false;
+}
+
+class SeedCommandLines : public ::testing::Test {
+ protected:
+  // 32 px: VGG's five poolings need at least that.
+  void SetUp() override { WriteTinyMnistLike(mnist_.path(), 64, 20, 32); }
+
+  // The seed's flags, then what keeps the run short and on the CPU.
+  CommandResult Run(const std::string& name, std::vector<std::string> seed_flags, int max_steps = 2) {
+    std::vector<std::string> argv = {MGPU_WORKER_BIN};
+    argv.insert(argv.end(), seed_flags.begin(), seed_flags.end());
+    argv.insert(argv.end(), {"--device", "cpu", "--threads", "1", "--max-steps", std::to_string(max_steps), "--out",
+                             out_ / name});
+    return RunCommand(argv);
+  }
+
+  TempDir mnist_;
+  TempDir out_;
+};
+
+TEST_F(SeedCommandLines, PrecisionExperimentRunsVerbatim) {
+  for (const std::string model : {"ResNet18", "VGG19"}) {
+    const CommandResult run = Run(model, {"--model", model, "--dataset", "MNIST", "--dataset_root", mnist_.path(),
+                                          "--dtype", "bf16", "--amp", "--loss-scale", "--num_workers", "2",
+                                          "--progress-bar", "--batch_size", "8", "--epochs", "1"});
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    const nlohmann::json summary = ReadSummary(out_ / model);
+    EXPECT_EQ(summary["status"], "ok");
+    EXPECT_EQ(summary["model"], model == "VGG19" ? "vgg19" : "resnet18");
+    EXPECT_EQ(summary["precision"], "amp-bf16");
+    EXPECT_EQ(summary["loss_scale_mode"], "dynamic");
+    EXPECT_EQ(summary["num_workers"], 2);
+    EXPECT_EQ(summary["steps"], 2);
+  }
+}
+
+TEST_F(SeedCommandLines, AlexNetAt227PixelsRunsVerbatimAndLogsToTheTensorBoardFolderGiven) {
+  TempDir tensorboard;
+  const CommandResult run = Run("alexnet", {"--model", "AlexNet", "--img_size", "227", "--dataset", "MNIST",
+                                            "--dataset_root", mnist_.path(), "--batch_size", "4", "--tensorboard",
+                                            "--tensorboard_log", tensorboard.path()},
+                                /*max_steps=*/1);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::string config = ReadText(out_ / "alexnet/config.yaml");
+  EXPECT_NE(config.find("augment: resize\n"), std::string::npos) << config;
+  EXPECT_NE(config.find("resize: 227\n"), std::string::npos) << config;
+  EXPECT_EQ(ReadSummary(out_ / "alexnet")["model"], "alexnet");
+  EXPECT_TRUE(HasEventFile(out_ / "alexnet")) << "the output folder keeps its own events";
+  EXPECT_TRUE(HasEventFile(tensorboard / "alexnet")) << "and the run appears under --tensorboard_log";
+}
+
+TEST_F(SeedCommandLines, Cifar10AndItsRootReachTheCifarLoader) {
+  TempDir root;
+  const CommandResult run = Run("cifar", {"--dataset", "CIFAR10", "--dataset_root", root.path()});
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find(root / "data_batch_1.bin"), std::string::npos) << run.output;
+}
+
+TEST_F(SeedCommandLines, MnistMethodsRunVerbatim) {
+  for (const std::string mode : {"base", "DP"}) {
+    const CommandResult run = Run(mode, {"--model", "LeNet", "--dataset", "MNIST", "--dataset_root", mnist_.path(),
+                                         "--mode", mode, "--num_workers", "4", "--batch_size", "32"});
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    const nlohmann::json summary = ReadSummary(out_ / mode);
+    EXPECT_EQ(summary["mode"], mode == "base" ? "single" : "dp");
+    EXPECT_EQ(summary["dataset"], "mnist");
+    EXPECT_EQ(summary["num_workers"], 4);
+  }
+}
+
+TEST_F(SeedCommandLines, TensorboardFalseLeavesTheEventFileOut) {
+  const CommandResult run = Run("quiet", {"--dataset", "MNIST", "--data-dir", mnist_.path(), "--tensorboard", "false"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_FALSE(HasEventFile(out_ / "quiet"));
+  EXPECT_TRUE(PathExists(out_ / "quiet/summary.json"));
+}
+
+TEST_F(SeedCommandLines, ASpellingThatMeansNothingExitsTwoNamingTheClosest) {
+  const CommandResult flag = Run("flag", {"--dataset", "MNIST", "--dataset_root", mnist_.path(), "--img_szie", "64"});
+  EXPECT_EQ(flag.exit_code, 2) << flag.output;
+  EXPECT_NE(flag.output.find("unknown flag --img_szie (did you mean --img-size?)"), std::string::npos) << flag.output;
+  const CommandResult value = Run("value", {"--dataset", "CIFAR-1O", "--dataset_root", mnist_.path()});
+  EXPECT_EQ(value.exit_code, 2) << value.output;
+  EXPECT_NE(value.output.find("did you mean 'cifar10'?"), std::string::npos) << value.output;
+  EXPECT_FALSE(PathExists(out_ / "value/summary.json")) << "bad flags stop the worker before it starts a run";
+}
+
+}  // namespace
+}  // namespace mgpu
