@@ -2,8 +2,8 @@
 // written (plus a step limit): the precision experiment (VGG-19 / ResNet-18, `--dtype bf16 --amp
 // --loss-scale`), AlexNet at 227 px with TensorBoard logging, and the MNIST methods comparison
 // (`--mode base|DP`, `--num_workers`). They train on a tiny MNIST-like set: CIFAR-10's loader
-// takes only the real 10,000-image files, so `--dataset CIFAR10 --dataset_root` is shown to reach
-// it instead. A spelling that means nothing exits 2 naming the closest valid one.
+// takes only the real 10,000-image files, which are made here for LeNet alone, in the layout
+// torchvision downloads. A spelling that means nothing exits 2 naming the closest valid one.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -80,6 +80,36 @@ TEST_F(SeedCommandLines, Cifar10AndItsRootReachTheCifarLoader) {
   const CommandResult run = Run("cifar", {"--dataset", "CIFAR10", "--dataset_root", root.path()});
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_NE(run.output.find(root / "data_batch_1.bin"), std::string::npos) << run.output;
+}
+
+TEST_F(SeedCommandLines, Cifar10RootAsTorchvisionLeavesItTrains) {
+  // torchvision's CIFAR10(root, download=True) unpacks the Python release into
+  // root/cifar-10-batches-py: pickled dicts of numpy arrays. numpy pickles them here as the
+  // release does (protocol 2) and as a newer Python does by default (protocol 5).
+  ASSERT_TRUE(std::string(MGPU_TEST_PYTHON) != "" && PathExists(MGPU_TEST_PYTHON))
+      << "the test Python (with numpy) is missing: run `make deps`, then build again";
+  TempDir root;
+  const CommandResult write = RunCommand({MGPU_TEST_PYTHON, "-c", R"(
+import os, pickle, sys, numpy as np
+folder = os.path.join(sys.argv[1], "cifar-10-batches-py")
+os.makedirs(folder)
+rng = np.random.default_rng(0)
+for name, protocol in [("data_batch_%d" % i, 2) for i in range(1, 6)] + [("test_batch", 5)]:
+    labels = rng.integers(0, 10, 10000)
+    rows = np.arange(32)[None, None, :, None]                  # a bright band of rows per class
+    band = (rows >= 3 * labels[:, None, None, None]) & (rows < 3 * labels[:, None, None, None] + 3)
+    pixels = np.where(band, 220, 20).astype(np.uint8).repeat(3, axis=1).repeat(32, axis=3).reshape(10000, 3072)
+    with open(os.path.join(folder, name), "wb") as f:
+        pickle.dump({b"batch_label": b"batch", b"labels": [int(l) for l in labels], b"data": pixels,
+                     b"filenames": [b"img.png"] * 10000}, f, protocol=protocol)
+)", root.path()});
+  ASSERT_EQ(write.exit_code, 0) << write.output;
+  const CommandResult run = Run("python-release", {"--dataset", "CIFAR10", "--dataset_root", root.path(),
+                                                   "--batch_size", "64", "--lr", "0.01"}, /*max_steps=*/30);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const nlohmann::json summary = ReadSummary(out_ / "python-release");
+  EXPECT_EQ(summary["class_names"][0], "airplane");
+  EXPECT_GT(summary["test_accuracy"].get<double>(), 50) << "each class is a band of rows: learnt in 30 steps";
 }
 
 TEST_F(SeedCommandLines, MnistMethodsRunVerbatim) {
