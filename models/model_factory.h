@@ -1,4 +1,13 @@
-// Builds a model by name for a data set's shape.
+// Builds a model by name for a data set's shape: one of the built-in architectures, or the user's
+// own model, named by a prefixed --model value kept verbatim (paths are case-sensitive):
+//   torchscript:PATH        a module saved from Python by torch.jit.script/trace (torchscript_model.h)
+//   plugin:LIB.so:NAME      the factory mgpu_model_NAME of a C++ plugin library (model_plugin.h)
+// A user's model is checked before it is trained: it must have parameters, and a (2, C, H, W)
+// batch of zeros must come out as (2, classes) logits.
+//
+// Parameter and buffer names are torchvision's for resnet18/34/50, vgg11/13/16/19 (its *_bn
+// variants: mgpu's VGG always has batch norm) and alexnet, so the state dict a run exports
+// (worker/state_dict_export.h) loads into the torchvision model of the same architecture.
 #pragma once
 
 #include <memory>
@@ -19,7 +28,15 @@ struct ModelShape {
 // Names accepted by MakeModel, in the order help texts list them.
 const std::vector<std::string>& ModelNames();
 
-// Throws BadInputError for an unknown name or a shape the model cannot take.
+// Whether `name` names a user's model (a torchscript: or plugin: value) rather than a built-in.
+bool IsUserModel(const std::string& name);
+
+// A short form of `name` for folder and run names: the built-in's name, torchscript-STEM (the
+// file name without its folder and extension) or plugin-NAME.
+std::string ModelLabel(const std::string& name);
+
+// Throws BadInputError for an unknown name, a shape the model cannot take, or a user's model
+// that cannot be loaded or fails the check above (the message names `name`, the file and a fix).
 std::shared_ptr<Classifier> MakeModel(const std::string& name, const ModelShape& shape);
 
 }  // namespace mgpu

@@ -5,6 +5,7 @@
 
 #include "common/files.h"
 #include "common/status.h"
+#include "models/model_factory.h"
 
 namespace mgpu {
 namespace {
@@ -81,7 +82,7 @@ std::optional<TrainConfig> ParseWorkerCommandLine(const std::vector<std::string>
 }
 
 std::string DefaultOutputFolder(const TrainConfig& config) {
-  const std::string base = fmt::format("runs/{}-{}-{}-{}", TimestampForPath(), config.model,
+  const std::string base = fmt::format("runs/{}-{}-{}-{}", TimestampForPath(), ModelLabel(config.model),
                                        config.dataset, config.mode);
   std::string folder = base;
   for (int i = 2; PathExists(folder); ++i) folder = fmt::format("{}-{}", base, i);

@@ -172,7 +172,20 @@ OptionSpec StringOption(std::string name, std::vector<std::string> aliases, std:
 
 std::vector<OptionSpec> BuildOptions() {
   std::vector<OptionSpec> o;
-  o.push_back(StringOption("model", {}, &TrainConfig::model, ModelNames(), "model architecture (VGG with batch norm)"));
+  o.push_back(StringOption("model", {}, &TrainConfig::model, ModelNames(),
+                           "model architecture (VGG with batch norm), or the user's own: torchscript:PATH (saved "
+                           "by torch.jit.script/trace) or plugin:LIB.so:NAME (models/model_plugin.h)"));
+  {
+    // A user's model is kept verbatim (its path is case-sensitive); built-ins match as any choice.
+    auto match_builtin = o.back().set;
+    o.back().set = [match_builtin](TrainConfig& c, const std::string& t) {
+      if (IsUserModel(t)) {
+        c.model = t;
+      } else {
+        match_builtin(c, t);
+      }
+    };
+  }
   o.push_back(StringOption("dataset", {}, &TrainConfig::dataset, DatasetNames(),
                            "data set (synthetic: random images, for measuring compute alone)"));
   o.push_back(StringOption("data-dir", {"data_dir", "dataset_root"}, &TrainConfig::data_dir, {},
@@ -440,6 +453,10 @@ std::vector<OptionSpec> BuildOptions() {
   }
   o.push_back(BoolOption("tensorboard", &TrainConfig::tensorboard,
                          "write the TensorBoard event file (events.out.tfevents.*) into the output folder"));
+  o.push_back(BoolOption("save-state-dict", &TrainConfig::save_state_dict,
+                         "write model_state_dict.pt at the end: the weights by torchvision's names, for Python's "
+                         "torch.load and load_state_dict (worker/state_dict_export.h)"));
+  o.back().aliases = {"save_state_dict"};
   o.push_back(StringOption("tensorboard-log", {"tensorboard_log"}, &TrainConfig::tensorboard_log, {},
                            "also write the TensorBoard events to <this folder>/<output folder's name>/, so "
                            "`tensorboard --logdir <this folder>` shows every run there side by side"));

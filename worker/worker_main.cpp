@@ -16,6 +16,7 @@
 #include "dataparallel/dp_devices.h"
 #include "ddp/rendezvous.h"
 #include "ddp/world.h"
+#include "models/model_factory.h"
 #include "worker/command_line.h"
 #include "worker/coordinator_client.h"
 #include "worker/run_outputs.h"
@@ -120,7 +121,7 @@ int main(int argc, char** argv) {
   TrainConfig& config = parsed->config;
   const WorldInfo& world = parsed->world;
   if (config.out.empty()) config.out = DefaultOutputFolder(config);
-  if (config.name.empty()) config.name = fmt::format("{}-{}-{}", config.model, config.mode, config.precision);
+  if (config.name.empty()) config.name = fmt::format("{}-{}-{}", ModelLabel(config.model), config.mode, config.precision);
 
   // Process-level set-up before any output exists: the device, the coordinator of `mgpu run`
   // (when it started this worker) and, for DDP, the job's ranks.
