@@ -116,6 +116,7 @@ struct TrainConfig {
   int64_t log_every = 50;   // optimizer steps between metrics.csv rows
   std::string progress = "auto";  // auto: a bar on a terminal, plain lines otherwise
   bool tensorboard = true;        // events.out.tfevents.* in the output folder
+  bool save_state_dict = true;    // model_state_dict.pt for Python (worker/state_dict_export.h)
   std::string tensorboard_log;    // also write the events to <this>/<output folder's name>/
 
   // Test only: the training thread hangs after this optimizer step (0: never), on rank

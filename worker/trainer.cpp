@@ -11,6 +11,7 @@
 
 #include "amp/grad_scaler.h"
 #include "amp/precision.h"
+#include "common/files.h"
 #include "common/real.h"
 #include "common/status.h"
 #include "data/batch_loader.h"
@@ -33,6 +34,7 @@
 #include "worker/graphed_step.h"
 #include "worker/memory_snapshot.h"
 #include "worker/progress.h"
+#include "worker/state_dict_export.h"
 #include "worker/step_timeline.h"
 #include "worker/trace_profiler.h"
 #include "worker/worker_status.h"
@@ -41,6 +43,8 @@ namespace mgpu {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+constexpr char kStateDictFile[] = "model_state_dict.pt";
 
 nlohmann::json PhaseJson(const PhaseSeconds& phases) {
   nlohmann::json json = nlohmann::json::object();
@@ -724,6 +728,13 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
     summary["ddp_buckets_rebuilt"] = replicated->rebuilt();
   }
   if (outputs.writes_shared_files()) torch::save(model, outputs.folder() + "/model.pt");
+  if (config.save_state_dict) {
+    if (outputs.writes_shared_files()) {
+      WriteFileAtomically(outputs.folder() + "/" + kStateDictFile,
+                          SerializeStateDict(*model, optimizer.stepped_parameters()));
+    }
+    summary["state_dict_file"] = kStateDictFile;  // in the output folder
+  }
   summary["steps"] = step;
   summary["final_lr"] = optimizer.lr();
   summary["param_checksum"] = checksum;
