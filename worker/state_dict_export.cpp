@@ -2,7 +2,10 @@
 
 #include <unordered_map>
 
+#include <caffe2/serialize/inline_container.h>
 #include <fmt/format.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 
 #include "common/status.h"
 
@@ -30,15 +33,35 @@ std::string SerializeStateDict(torch::nn::Module& model, const std::vector<torch
 
   torch::NoGradGuard no_grad;
   c10::Dict<std::string, torch::Tensor> state;
-  for (const auto& item : model.named_modules(/*name_prefix=*/"", /*include_self=*/true)) {
-    const std::string prefix = item.key().empty() ? "" : item.key() + ".";
-    for (const auto& p : item.value()->named_parameters(/*recurse=*/false)) {
+  auto add_module = [&](const std::string& prefix, const torch::nn::Module& module) {
+    for (const auto& p : module.named_parameters(/*recurse=*/false)) {
       state.insert(prefix + p.key(), Exported(master_of.at(p.value().unsafeGetTensorImpl())));
     }
-    for (const auto& b : item.value()->named_buffers(/*recurse=*/false)) state.insert(prefix + b.key(), Exported(b.value()));
+    for (const auto& b : module.named_buffers(/*recurse=*/false)) state.insert(prefix + b.key(), Exported(b.value()));
+  };
+  // The root by itself: named_modules() can only include it where it is held by a shared_ptr.
+  add_module("", model);
+  for (const auto& item : model.named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
+    add_module(item.key() + ".", *item.value());
   }
-  const std::vector<char> pickled = torch::pickle_save(state);
-  return std::string(pickled.begin(), pickled.end());
+  // torch::pickle_save's layout (a zip of data.pkl and one record per tensor storage), but with
+  // an untagged pickle: pickle_save tags the dict with its TorchScript type through
+  // torch.jit._pickle.restore_type_tag, a global that torch.load(weights_only=True) refuses.
+  std::string pickle;
+  torch::jit::Pickler pickler([&](const char* bytes, size_t size) { pickle.append(bytes, size); },
+                              /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
+                              /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(state);
+  pickler.stop();
+  std::string archive;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t size) {
+    archive.append(static_cast<const char*>(bytes), size);
+    return size;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(), writer);
+  writer.writeEndOfFile();
+  return archive;
 }
 
 }  // namespace mgpu
