@@ -134,6 +134,32 @@ TEST(TrainConfig, ModelAndDatasetChoicesComeFromTheirFactories) {
   EXPECT_THROW(FindTrainOption("dataset")->set(config, "imagenet"), BadInputError);
 }
 
+// A user's model (torchscript:PATH, plugin:LIB:NAME) is taken as written: paths are case-sensitive.
+TEST(TrainConfig, UserModelsAreKeptVerbatimWhileBuiltinsMatchAnySpelling) {
+  TrainConfig config;
+  for (const char* model : {"torchscript:Models/My_Net.PT", "plugin:./libNets.so:Tiny_CNN"}) {
+    FindTrainOption("model")->set(config, model);
+    EXPECT_EQ(config.model, model);
+  }
+  FindTrainOption("model")->set(config, "ResNet-18");
+  EXPECT_EQ(config.model, "resnet18");
+  try {
+    FindTrainOption("model")->set(config, "resnt18");
+    FAIL() << "expected BadInputError";
+  } catch (const BadInputError& e) {
+    EXPECT_NE(std::string(e.what()).find("did you mean 'resnet18'?"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TrainConfig, StateDictExportIsOnByDefaultAndCanBeTurnedOff) {
+  EXPECT_TRUE(TrainConfig{}.save_state_dict);
+  TempDir dir;
+  WriteBytes(dir / "c.yaml", "save_state_dict: false\n");
+  TrainConfig config;
+  ApplyYamlFile(config, dir / "c.yaml");
+  EXPECT_FALSE(config.save_state_dict);
+}
+
 TEST(TrainConfig, AugmentationOptionsReachTheAugmentation) {
   TempDir dir;
   WriteBytes(dir / "c.yaml",

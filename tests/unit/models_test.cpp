@@ -67,6 +67,15 @@ TEST(ModelFactory, RejectsUnknownNamesAndImpossibleShapes) {
   EXPECT_THROW(MakeModel("vgg11", ModelShape{1, 10, 28, 28}), BadInputError);
 }
 
+TEST(ModelFactory, UserModelsAreRecognizedAndLabelledForFolderNames) {
+  EXPECT_TRUE(IsUserModel("torchscript:net.pt"));
+  EXPECT_TRUE(IsUserModel("plugin:libnets.so:tiny"));
+  EXPECT_FALSE(IsUserModel("resnet18"));
+  EXPECT_EQ(ModelLabel("resnet18"), "resnet18");
+  EXPECT_EQ(ModelLabel("torchscript:/home/me/v1.2/my_net.pt"), "torchscript-my_net");
+  EXPECT_EQ(ModelLabel("plugin:/opt/nets/libnets.so:tiny_cnn"), "plugin-tiny_cnn");
+}
+
 TEST(ModelFactory, SmallImagesGetAMessageSayingHowToResize) {
   try {
     MakeModel("alexnet", ModelShape{3, 10, 32, 32});
