@@ -453,13 +453,13 @@ std::vector<OptionSpec> BuildOptions() {
   }
   o.push_back(BoolOption("tensorboard", &TrainConfig::tensorboard,
                          "write the TensorBoard event file (events.out.tfevents.*) into the output folder"));
+  o.push_back(StringOption("tensorboard-log", {"tensorboard_log"}, &TrainConfig::tensorboard_log, {},
+                           "also write the TensorBoard events to <this folder>/<output folder's name>/, so "
+                           "`tensorboard --logdir <this folder>` shows every run there side by side"));
   o.push_back(BoolOption("save-state-dict", &TrainConfig::save_state_dict,
                          "write model_state_dict.pt at the end: the weights by torchvision's names, for Python's "
                          "torch.load and load_state_dict (worker/state_dict_export.h)"));
   o.back().aliases = {"save_state_dict"};
-  o.push_back(StringOption("tensorboard-log", {"tensorboard_log"}, &TrainConfig::tensorboard_log, {},
-                           "also write the TensorBoard events to <this folder>/<output folder's name>/, so "
-                           "`tensorboard --logdir <this folder>` shows every run there side by side"));
   o.push_back(IntOption("test-hang-at-step", {}, &TrainConfig::test_hang_at_step, 0,
                         "test only: hang after this optimizer step, to test `mgpu run`'s hang detection "
                         "(0: never)"));

@@ -65,7 +65,8 @@ class UserModelsCuda : public ::testing::Test {
 
   // The exported autocast_seen buffer of run `name`.
   double AutocastSeen(const std::string& name) {
-    const auto state = torch::pickle_load(ReadFile(dir_ / (name + "/model_state_dict.pt"))).toGenericDict();
+    const std::string bytes = ReadFile(dir_ / (name + "/model_state_dict.pt"));
+    const auto state = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end())).toGenericDict();
     return state.at("autocast_seen").toTensor().item<double>();
   }
 

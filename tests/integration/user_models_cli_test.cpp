@@ -10,6 +10,8 @@
 //     the file and the fix.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
@@ -26,6 +28,12 @@ namespace {
 using namespace mgpu::testing;
 
 nlohmann::json ReadSummary(const std::string& folder) { return nlohmann::json::parse(ReadText(folder + "/summary.json")); }
+
+// An exported model_state_dict.pt, read back as LibTorch reads a torch.save archive.
+c10::impl::GenericDict LoadStateDict(const std::string& path) {
+  const std::string bytes = ReadFile(path);
+  return torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end())).toGenericDict();
+}
 
 // A small CNN without batch norm or dropout, so that two ranks with half the batch each compute
 // what one process does with all of it.
@@ -83,8 +91,8 @@ class UserModelsCli : public ::testing::Test {
 
 // Largest |a - b| / max(|b|, 1e-3) over two exported state dicts, which must have the same names.
 double MaxRelativeDifference(const std::string& a_path, const std::string& b_path) {
-  const auto a = torch::pickle_load(ReadFile(a_path)).toGenericDict();
-  const auto b = torch::pickle_load(ReadFile(b_path)).toGenericDict();
+  const auto a = LoadStateDict(a_path);
+  const auto b = LoadStateDict(b_path);
   EXPECT_EQ(a.size(), b.size());
   double worst = 0;
   for (const auto& item : b) {
@@ -174,7 +182,7 @@ TEST_F(UserModelsCli, ExamplePluginTrainsInSingleAndDpModes) {
   const CommandResult dp =
       Train(model, "dp", {"--max-steps", "4", "--batch-size", "32", "--mode", "dp", "--dp-devices", "cpu,cpu"});
   ASSERT_EQ(dp.exit_code, 0) << dp.output;
-  const auto state = torch::pickle_load(ReadFile(out_ / "dp/model_state_dict.pt")).toGenericDict();
+  const auto state = LoadStateDict(out_ / "dp/model_state_dict.pt");
   std::vector<std::string> keys;
   for (const auto& item : state) keys.push_back(item.key().toStringRef());
   EXPECT_EQ(keys, (std::vector<std::string>{"conv.weight", "conv.bias", "fc.weight", "fc.bias"}));
@@ -232,7 +240,7 @@ TEST_P(StateDictExport, LoadsIntoTorchvisionArchitectureAndReproducesTheTestAccu
   const auto& keys = result["keys"];
   const std::string counter = c.model == "alexnet" ? "" : c.model == "vgg11" ? "features.1.num_batches_tracked"
                                                                               : "bn1.num_batches_tracked";
-  if (!counter.empty()) EXPECT_NE(std::find(keys.begin(), keys.end(), counter), keys.end()) << keys.dump();
+  if (!counter.empty()) EXPECT_TRUE(std::find(keys.begin(), keys.end(), counter) != keys.end()) << keys.dump();
 }
 
 INSTANTIATE_TEST_SUITE_P(Builtins, StateDictExport,
