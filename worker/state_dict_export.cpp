@@ -44,15 +44,18 @@ std::string SerializeStateDict(torch::nn::Module& model, const std::vector<torch
   for (const auto& item : model.named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
     add_module(item.key() + ".", *item.value());
   }
-  // torch::pickle_save's layout (a zip of data.pkl and one record per tensor storage), but with
-  // an untagged pickle: pickle_save tags the dict with its TorchScript type through
-  // torch.jit._pickle.restore_type_tag, a global that torch.load(weights_only=True) refuses.
+  return SerializeTensorDict(state);
+}
+
+std::string SerializeTensorDict(const c10::Dict<std::string, torch::Tensor>& tensors) {
+  // torch::pickle_save's layout (a zip of data.pkl and one record per tensor storage), with the
+  // pickle untagged: pickle_save wraps the dict in torch.jit._pickle.restore_type_tag.
   std::string pickle;
   torch::jit::Pickler pickler([&](const char* bytes, size_t size) { pickle.append(bytes, size); },
                               /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
                               /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
   pickler.protocol();
-  pickler.pushIValue(state);
+  pickler.pushIValue(tensors);
   pickler.stop();
   std::string archive;
   caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t size) {

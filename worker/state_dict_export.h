@@ -22,4 +22,8 @@ namespace mgpu {
 // instead of their rounded float16 copies. Every floating-point tensor is written as float32.
 std::string SerializeStateDict(torch::nn::Module& model, const std::vector<torch::Tensor>& stepped);
 
+// `tensors` as a torch.save archive that torch.load(weights_only=True) reads as a plain dict
+// (torch::pickle_save's archive would name a TorchScript type tag, which weights_only refuses).
+std::string SerializeTensorDict(const c10::Dict<std::string, torch::Tensor>& tensors);
+
 }  // namespace mgpu

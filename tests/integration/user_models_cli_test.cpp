@@ -21,6 +21,7 @@
 #include "data/datasets.h"
 #include "models/torchscript_model.h"
 #include "tests/support/test_support.h"
+#include "worker/state_dict_export.h"
 
 namespace mgpu {
 namespace {
@@ -201,14 +202,15 @@ void SaveEvaluationInputs(const std::string& data_dir, const std::string& path) 
   c10::Dict<std::string, torch::Tensor> inputs;
   inputs.insert("images", batch->images.contiguous());
   inputs.insert("labels", batch->labels.contiguous());
-  const std::vector<char> pickled = torch::pickle_save(inputs);
-  WriteBytes(path, std::string(pickled.begin(), pickled.end()));
+  WriteBytes(path, SerializeTensorDict(inputs));
 }
 
 struct ExportCase {
   std::string model;
   int side;  // the smallest the architecture takes (models/*.h)
 };
+
+void PrintTo(const ExportCase& c, std::ostream* os) { *os << c.model << " on " << c.side << "x" << c.side; }
 
 class StateDictExport : public UserModelsCli, public ::testing::WithParamInterface<ExportCase> {};
 
@@ -240,7 +242,9 @@ TEST_P(StateDictExport, LoadsIntoTorchvisionArchitectureAndReproducesTheTestAccu
   const auto& keys = result["keys"];
   const std::string counter = c.model == "alexnet" ? "" : c.model == "vgg11" ? "features.1.num_batches_tracked"
                                                                               : "bn1.num_batches_tracked";
-  if (!counter.empty()) EXPECT_TRUE(std::find(keys.begin(), keys.end(), counter) != keys.end()) << keys.dump();
+  if (!counter.empty()) {
+    EXPECT_TRUE(std::find(keys.begin(), keys.end(), counter) != keys.end()) << keys.dump();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Builtins, StateDictExport,
