@@ -5,7 +5,8 @@
 //   - the example plugin (tests/plugins/tiny_cnn_plugin.cpp) trains, dp replicas included;
 //   - model_state_dict.pt of resnet18, vgg11 and alexnet loads into torchvision's architecture
 //     (tests/integration/torchvision_state_dict.py) with strict=True through
-//     torch.load(weights_only=True), and classifies the test set exactly as mgpu's evaluation did;
+//     torch.load(weights_only=True), and gets mgpu's test accuracy back (to one image);
+//   - under --precision o2 the export holds the optimizer's float32 master weights;
 //   - each way a user's model can be wrong exits with code 2 and a message that names the model,
 //     the file and the fix.
 #include <gtest/gtest.h>
@@ -187,6 +188,22 @@ TEST_F(UserModelsCli, ExamplePluginTrainsInSingleAndDpModes) {
   std::vector<std::string> keys;
   for (const auto& item : state) keys.push_back(item.key().toStringRef());
   EXPECT_EQ(keys, (std::vector<std::string>{"conv.weight", "conv.bias", "fc.weight", "fc.bias"}));
+}
+
+// Under o2 the model holds float16 weights and the optimizer their float32 masters: the export
+// has the masters, which float16 cannot represent exactly.
+TEST_F(UserModelsCli, O2ExportsTheFloat32MasterWeights) {
+  WriteData();
+  const CommandResult run = Train("lenet", "o2", {"--max-steps", "3", "--batch-size", "32", "--precision", "o2",
+                                                  "--loss-scale", "dynamic"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  bool beyond_float16 = false;
+  for (const auto& item : LoadStateDict(out_ / "o2/model_state_dict.pt")) {
+    const torch::Tensor value = item.value().toTensor();
+    EXPECT_EQ(value.scalar_type(), torch::kFloat) << item.key().toStringRef();
+    beyond_float16 = beyond_float16 || value.to(torch::kHalf).to(torch::kFloat).ne(value).any().item<bool>();
+  }
+  EXPECT_TRUE(beyond_float16);
 }
 
 // The test set as mgpu's evaluation sees it (normalized float32 images), saved for Python.
