@@ -100,7 +100,9 @@ TEST_F(UserModelsCuda, TorchScriptAndPluginStepsAreCapturedAsCudaGraphs) {
       const double expected = eager["param_checksum"];
       EXPECT_NEAR(graphed["param_checksum"].get<double>(), expected, 1e-3 * expected) << label;
       EXPECT_NEAR(graphed["test_accuracy"].get<double>(), eager["test_accuracy"].get<double>(), 2.0) << label;
-      if (model != plugin) EXPECT_EQ(AutocastSeen("graphed-" + label), precision == "amp-bf16" ? 1.0 : 0.0) << label;
+      if (model != plugin) {
+        EXPECT_EQ(AutocastSeen("graphed-" + label), precision == "amp-bf16" ? 1.0 : 0.0) << label;
+      }
     }
   }
 }
