@@ -460,6 +460,24 @@ std::vector<OptionSpec> BuildOptions() {
                          "write model_state_dict.pt at the end: the weights by torchvision's names, for Python's "
                          "torch.load and load_state_dict (worker/state_dict_export.h)"));
   o.back().aliases = {"save_state_dict"};
+  o.push_back(StringOption("checkpoint", {}, &TrainConfig::checkpoint, {},
+                           "seed-style: also write the trained weights (model_state_dict.pt's contents, for "
+                           "torch.load) to <this folder>/<--checkpoint-name>; {out} stands for the output folder, "
+                           "and a bare --checkpoint is {out}"));
+  o.back().flag_value = kOutputFolderPlaceholder;
+  {
+    OptionSpec name = StringOption("checkpoint-name", {"checkpoint_name"}, &TrainConfig::checkpoint_name, {},
+                                   "seed-style: the file name --checkpoint writes (default <model>.pth); given "
+                                   "alone, the file goes into the output folder");
+    name.set = [](TrainConfig& c, const std::string& t) {
+      if (t.empty() || t == "." || t == ".." || t.find('/') != std::string::npos) {
+        throw BadInputError(fmt::format("'{}' is not a file name; give a name such as alexnet_cifar10.pth, and the "
+                                        "folder with --checkpoint DIR", t));
+      }
+      c.checkpoint_name = t;
+    };
+    o.push_back(name);
+  }
   o.push_back(IntOption("test-hang-at-step", {}, &TrainConfig::test_hang_at_step, 0,
                         "test only: hang after this optimizer step, to test `mgpu run`'s hang detection "
                         "(0: never)"));
@@ -582,6 +600,19 @@ void ResolveImageSizeSpelling(TrainConfig& config) {
 void ResolveSeedSpellings(TrainConfig& config) {
   ResolvePrecisionSpelling(config);
   ResolveImageSizeSpelling(config);
+  if (!config.checkpoint_name.empty() && config.checkpoint.empty()) config.checkpoint = kOutputFolderPlaceholder;
+}
+
+std::string CheckpointPath(const TrainConfig& config, const std::string& output_folder) {
+  if (config.checkpoint.empty()) return "";
+  std::string folder = config.checkpoint;
+  const std::string placeholder = kOutputFolderPlaceholder;
+  for (size_t at = folder.find(placeholder); at != std::string::npos; at = folder.find(placeholder, at)) {
+    folder.replace(at, placeholder.size(), output_folder);
+    at += output_folder.size();
+  }
+  const std::string name = config.checkpoint_name.empty() ? ModelLabel(config.model) + ".pth" : config.checkpoint_name;
+  return folder + "/" + name;
 }
 
 namespace {

@@ -18,6 +18,9 @@
 
 namespace mgpu {
 
+// In --checkpoint's folder: the run's output folder.
+inline constexpr char kOutputFolderPlaceholder[] = "{out}";
+
 struct TrainConfig {
   std::string config_file;  // the YAML file the values came from, if any
 
@@ -118,6 +121,11 @@ struct TrainConfig {
   bool tensorboard = true;        // events.out.tfevents.* in the output folder
   bool save_state_dict = true;    // model_state_dict.pt for Python (worker/state_dict_export.h)
   std::string tensorboard_log;    // also write the events to <this>/<output folder's name>/
+  // The seeds' `--checkpoint [DIR] --checkpoint_name NAME`: the trained weights (as
+  // model_state_dict.pt) also written to DIR/NAME; "" none. `{out}` in DIR stands for the
+  // output folder (a bare --checkpoint is `{out}`). NAME "" is <model label>.pth.
+  std::string checkpoint;
+  std::string checkpoint_name;
 
   // Test only: the training thread hangs after this optimizer step (0: never), on rank
   // test_hang_rank only (-1: every rank), so the launcher's hang detection can be tested.
@@ -166,7 +174,12 @@ void ApplyYamlFile(TrainConfig& config, const std::string& path);
 //       o2 --dtype fp16` is fine, `--precision amp-bf16 --dtype fp16` is not).
 //   `--img-size N` → the side the model sees: imagefolder loads images at N (--image-size);
 //       other data sets are resized to N (--augment resize, or rrc-flip's output side).
+//   `--checkpoint-name NAME` alone → `--checkpoint {out}` (the weights into the output folder).
 void ResolveSeedSpellings(TrainConfig& config);
+
+// Where --checkpoint writes the trained weights for a run whose output folder is `output_folder`
+// ({out} replaced, NAME defaulted); "" without --checkpoint.
+std::string CheckpointPath(const TrainConfig& config, const std::string& output_folder);
 
 // Checks relations between options (e.g. device availability is checked later, at start-up).
 void ValidateConfig(const TrainConfig& config);

@@ -343,6 +343,17 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   const CheckpointIdentity identity = CheckpointIdentity::Of(config, world.world_size, *model);
   CheckpointWriter checkpoints(outputs.folder() + "/checkpoints", config.checkpoint_every,
                                outputs.writes_shared_files());
+  const std::string checkpoint_path = CheckpointPath(config, outputs.folder());
+  if (!checkpoint_path.empty() && outputs.writes_shared_files()) {
+    // Now, not after the training: a folder that cannot be made is found before the hours of work.
+    const std::string folder = checkpoint_path.substr(0, checkpoint_path.rfind('/'));
+    try {
+      MakeDirectories(folder);
+    } catch (const Error& e) {
+      throw BadInputError(fmt::format("--checkpoint {}: {}; give a folder that can be written", config.checkpoint,
+                                      e.what()));
+    }
+  }
   TrainingPosition position;
   if (!config.resume.empty()) {
     const std::string path = ResolveResumePath(config.resume);
@@ -728,12 +739,14 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
     summary["ddp_buckets_rebuilt"] = replicated->rebuilt();
   }
   if (outputs.writes_shared_files()) torch::save(model, outputs.folder() + "/model.pt");
-  if (config.save_state_dict) {
+  if (config.save_state_dict || !checkpoint_path.empty()) {
     if (outputs.writes_shared_files()) {
-      WriteFileAtomically(outputs.folder() + "/" + kStateDictFile,
-                          SerializeStateDict(*model, optimizer.stepped_parameters()));
+      const std::string state_dict = SerializeStateDict(*model, optimizer.stepped_parameters());
+      if (config.save_state_dict) WriteFileAtomically(outputs.folder() + "/" + kStateDictFile, state_dict);
+      if (!checkpoint_path.empty()) WriteFileAtomically(checkpoint_path, state_dict);
     }
-    summary["state_dict_file"] = kStateDictFile;  // in the output folder
+    if (config.save_state_dict) summary["state_dict_file"] = kStateDictFile;  // in the output folder
+    if (!checkpoint_path.empty()) summary["checkpoint_file"] = checkpoint_path;
   }
   summary["steps"] = step;
   summary["final_lr"] = optimizer.lr();

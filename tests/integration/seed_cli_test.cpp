@@ -124,6 +124,36 @@ TEST_F(SeedCommandLines, MnistMethodsRunVerbatim) {
   }
 }
 
+TEST_F(SeedCommandLines, CheckpointAndItsNameSaveTheWeightsForTorchLoad) {
+  ASSERT_TRUE(std::string(MGPU_TORCH_PYTHON) != "" && PathExists(MGPU_TORCH_PYTHON))
+      << "the Python with torch is missing: run `make deps`, then build again";
+  TempDir checkpoints;
+  const CommandResult named = Run("named", {"--model", "LeNet", "--dataset", "MNIST", "--dataset_root", mnist_.path(),
+                                            "--checkpoint", checkpoints.path(), "--checkpoint_name", "lenet_mnist.pth"});
+  ASSERT_EQ(named.exit_code, 0) << named.output;
+  const std::string file = checkpoints / "lenet_mnist.pth";
+  EXPECT_EQ(ReadSummary(out_ / "named")["checkpoint_file"], file);
+  EXPECT_EQ(ReadText(file), ReadText(out_ / "named/model_state_dict.pt")) << "the same weights as the export";
+  const CommandResult load = RunCommand({MGPU_TORCH_PYTHON, "-c", R"(
+import sys, torch
+state = torch.load(sys.argv[1], weights_only=True)
+print(sorted(state)[:2], tuple(state["conv1.weight"].shape))
+)", file});
+  ASSERT_EQ(load.exit_code, 0) << load.output;
+  EXPECT_NE(load.output.find("(6, 1, 5, 5)"), std::string::npos) << load.output;
+
+  const CommandResult bare = Run("bare", {"--model", "LeNet", "--dataset", "MNIST", "--dataset_root", mnist_.path(),
+                                          "--checkpoint"});
+  ASSERT_EQ(bare.exit_code, 0) << bare.output;
+  EXPECT_TRUE(IsRegularFile(out_ / "bare/lenet.pth")) << "a bare --checkpoint writes into the output folder";
+
+  WriteBytes(checkpoints / "a-file", "not a folder");
+  const CommandResult blocked = Run("blocked", {"--dataset", "MNIST", "--dataset_root", mnist_.path(), "--checkpoint",
+                                                checkpoints / "a-file/sub"});
+  EXPECT_EQ(blocked.exit_code, 2) << blocked.output;
+  EXPECT_NE(blocked.output.find("give a folder that can be written"), std::string::npos) << blocked.output;
+}
+
 TEST_F(SeedCommandLines, TensorboardFalseLeavesTheEventFileOut) {
   const CommandResult run = Run("quiet", {"--dataset", "MNIST", "--data-dir", mnist_.path(), "--tensorboard", "false"});
   ASSERT_EQ(run.exit_code, 0) << run.output;

@@ -94,10 +94,24 @@ TEST(SeedSpellings, ImgSizeIsTheSideTheModelSees) {
             std::string::npos);
 }
 
+TEST(SeedSpellings, CheckpointWritesTheWeightsToTheFolderAndNameGiven) {
+  EXPECT_EQ(CheckpointPath(Parse({}), "runs/a"), "") << "no --checkpoint: nothing extra is written";
+  const TrainConfig bare = Parse({"--model", "AlexNet", "--checkpoint"});
+  EXPECT_EQ(CheckpointPath(bare, "runs/a"), "runs/a/alexnet.pth") << "bare: into the output folder";
+  const TrainConfig both = Parse({"--checkpoint", "ckpt/{out}", "--checkpoint_name", "alexnet_cifar10.pth"});
+  EXPECT_EQ(CheckpointPath(both, "runs/a"), "ckpt/runs/a/alexnet_cifar10.pth");
+  EXPECT_EQ(CheckpointPath(Parse({"--checkpoint_name", "w.pth"}), "runs/a"), "runs/a/w.pth")
+      << "a name alone puts the file into the output folder";
+  EXPECT_EQ(CheckpointPath(Parse({"--model", "VGG19", "--checkpoint", "/tmp/c"}), "runs/a"), "/tmp/c/vgg19.pth");
+  EXPECT_NE(ParseError({"--checkpoint_name", "a/b.pth"}).find("--checkpoint-name: 'a/b.pth' is not a file name"),
+            std::string::npos);
+}
+
 TEST(SeedSpellings, FoldedSpellingsReadBackFromConfigYamlUnchanged) {
   TempDir dir;
   const TrainConfig config = Parse({"--dataset", "cifar10", "--img_size", "227", "--dtype", "bf16", "--amp",
-                                    "--loss-scale", "--progress-bar", "false", "--tensorboard_log", dir.path()});
+                                    "--loss-scale", "--progress-bar", "false", "--tensorboard_log", dir.path(),
+                                    "--checkpoint_name", "a.pth"});
   WriteBytes(dir / "config.yaml", ConfigToYaml(config));
   const TrainConfig back = Parse({"--config", dir / "config.yaml"});
   EXPECT_EQ(ConfigToYaml(back), ConfigToYaml(config));
