@@ -3,17 +3,32 @@
 #include <stdexcept>
 
 namespace mgpu {
+namespace {
+
+// The options once their augmentation has moved into the sample source.
+LoaderOptions WithoutAugmentation(LoaderOptions options) {
+  options.augmentation = nullptr;
+  return options;
+}
+
+}  // namespace
 
 BatchLoader::BatchLoader(const ImageDataset& dataset, LoaderOptions options)
-    : dataset_(dataset), options_(options) {
+    : BatchLoader(std::make_shared<const InMemorySamples>(dataset, options.augmentation),
+                  WithoutAugmentation(options)) {}
+
+BatchLoader::BatchLoader(std::shared_ptr<const SampleSource> samples, LoaderOptions options)
+    : samples_(std::move(samples)), options_(std::move(options)) {
   if (options_.batch_size < 1) throw std::invalid_argument("batch size must be at least 1");
   if (options_.num_workers < 0) throw std::invalid_argument("num_workers must be >= 0");
-  for (size_t c = 0; c < dataset_.mean.size(); ++c) {
-    scale_.push_back(1.0f / (255.0f * dataset_.stddev[c]));
-    shift_.push_back(-dataset_.mean[c] / dataset_.stddev[c]);
+  if (options_.augmentation) {
+    throw std::invalid_argument("a SampleSource applies its own augmentation; LoaderOptions' must be nullptr");
   }
-  const ImageSize stored{dataset_.height(), dataset_.width()};
-  out_size_ = options_.augmentation ? options_.augmentation->OutputSize(stored) : stored;
+  for (size_t c = 0; c < samples_->mean().size(); ++c) {
+    scale_.push_back(1.0f / (255.0f * samples_->stddev()[c]));
+    shift_.push_back(-samples_->mean()[c] / samples_->stddev()[c]);
+  }
+  out_size_ = samples_->image_size();
   for (int i = 0; i < options_.num_workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
@@ -40,6 +55,11 @@ void BatchLoader::StartEpoch(std::vector<int64_t> indices, int64_t epoch) {
     worker_error_ = nullptr;
   }
   work_available_.notify_all();
+}
+
+int64_t BatchLoader::prefetched() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<int64_t>(ready_.size());
 }
 
 std::optional<Batch> BatchLoader::Next() {
@@ -97,12 +117,8 @@ Batch BatchLoader::Build(const std::vector<int64_t>& indices, int64_t epoch,
   const int64_t begin = batch_index * options_.batch_size;
   const int64_t count =
       std::min<int64_t>(options_.batch_size, static_cast<int64_t>(indices.size()) - begin);
-  const int64_t channels = dataset_.channels();
-  const ImageSize stored{dataset_.height(), dataset_.width()};
-  const int64_t stored_plane = stored.height * stored.width;
+  const int64_t channels = samples_->channels();
   const int64_t plane = out_size_.height * out_size_.width;
-  const Augmentation* augmentation =
-      options_.augmentation && !options_.augmentation->identity() ? options_.augmentation.get() : nullptr;
   const auto float_options = torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(options_.pin_memory);
   const auto label_options = torch::TensorOptions().dtype(torch::kInt64).pinned_memory(options_.pin_memory);
 
@@ -110,21 +126,14 @@ Batch BatchLoader::Build(const std::vector<int64_t>& indices, int64_t epoch,
   batch.index = batch_index;
   batch.images = torch::empty({count, channels, out_size_.height, out_size_.width}, float_options);
   batch.labels = torch::empty({count}, label_options);
-  const uint8_t* pixels = dataset_.images.data_ptr<uint8_t>();
-  const int64_t* labels = dataset_.labels.data_ptr<int64_t>();
   float* out = batch.images.data_ptr<float>();
   int64_t* label_out = batch.labels.data_ptr<int64_t>();
-  std::vector<uint8_t> augmented(augmentation ? static_cast<size_t>(channels * plane) : 0);
+  std::vector<uint8_t> pixels(static_cast<size_t>(channels * plane));  // one sample, (C, H, W)
   for (int64_t i = 0; i < count; ++i) {
     const int64_t sample = indices[static_cast<size_t>(begin + i)];
-    label_out[i] = labels[sample];
-    const uint8_t* sample_pixels = pixels + sample * channels * stored_plane;  // (C, H, W)
-    if (augmentation) {
-      augmentation->Apply(sample_pixels, channels, stored, epoch, sample, augmented.data());
-      sample_pixels = augmented.data();  // (C, H', W')
-    }
+    label_out[i] = samples_->Load(sample, epoch, pixels.data());
     for (int64_t c = 0; c < channels; ++c) {
-      const uint8_t* src = sample_pixels + c * plane;
+      const uint8_t* src = pixels.data() + c * plane;
       float* dst = out + (i * channels + c) * plane;
       const float scale = scale_[static_cast<size_t>(c)];
       const float shift = shift_[static_cast<size_t>(c)];

@@ -1,10 +1,13 @@
-// Turns an epoch's list of sample indices into normalized batches, handed out in order.
+// Turns an epoch's list of sample indices into normalized batches, handed out in order. The
+// samples come from a SampleSource (data/sample_source.h): decoded images held in memory, or
+// files decoded as they are read (--data-loading stream).
 //
 // With num_workers = 0 the caller's thread builds each batch when it asks for it (the time it
 // takes is the epoch's data-wait time). With N > 0, N threads build batches ahead, at most
 // N * prefetch_per_worker waiting, and Next() hands them out in index order. A batch's contents
 // depend only on the index list and the epoch (which keys the augmentation's random draws),
-// never on the number of workers or their timing.
+// never on the number of workers or their timing. Memory is bounded: besides the source's own,
+// at most N * prefetch_per_worker built batches plus the N being built.
 #pragma once
 
 #include <condition_variable>
@@ -21,6 +24,7 @@
 
 #include "data/augment.h"
 #include "data/image_dataset.h"
+#include "data/sample_source.h"
 
 namespace mgpu {
 
@@ -29,8 +33,8 @@ struct LoaderOptions {
   int num_workers = 0;
   int prefetch_per_worker = 2;
   bool pin_memory = false;  // page-locked batches, for non-blocking copies to a GPU
-  // Applied to each sample's uint8 pixels before normalization; nullptr: none. Batches have
-  // its OutputSize().
+  // The ImageDataset constructor only: applied to each sample's uint8 pixels before
+  // normalization; nullptr: none. Batches have its OutputSize(). A SampleSource applies its own.
   std::shared_ptr<const Augmentation> augmentation = nullptr;
 };
 
@@ -45,6 +49,8 @@ class BatchLoader {
   // `dataset` must outlive the loader. Throws std::invalid_argument for batch_size < 1 or
   // num_workers < 0.
   BatchLoader(const ImageDataset& dataset, LoaderOptions options);
+  // Batches of `samples`' pixels; options.augmentation must be nullptr (the source transforms).
+  BatchLoader(std::shared_ptr<const SampleSource> samples, LoaderOptions options);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -55,18 +61,20 @@ class BatchLoader {
   // The next batch of the pass, or nullopt once it is done. Rethrows a worker's exception.
   std::optional<Batch> Next();
   int64_t batches_in_epoch() const { return num_batches_; }
+  // Built batches waiting to be handed out (at most num_workers * prefetch_per_worker).
+  int64_t prefetched() const;
 
  private:
   Batch Build(const std::vector<int64_t>& indices, int64_t epoch, int64_t batch_index) const;
   void WorkerLoop();
 
-  const ImageDataset& dataset_;
+  const std::shared_ptr<const SampleSource> samples_;
   const LoaderOptions options_;
   std::vector<float> scale_;  // per channel: 1 / (255 * stddev)
   std::vector<float> shift_;  // per channel: -mean / stddev
   ImageSize out_size_;        // the batches' (H, W), after augmentation
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable work_available_;
   std::condition_variable batch_ready_;
   std::shared_ptr<const std::vector<int64_t>> indices_;
