@@ -1,5 +1,6 @@
 #include "data/batch_loader.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace mgpu {
@@ -29,6 +30,12 @@ BatchLoader::BatchLoader(std::shared_ptr<const SampleSource> samples, LoaderOpti
     shift_.push_back(-samples_->mean()[c] / samples_->stddev()[c]);
   }
   out_size_ = samples_->image_size();
+  task_samples_ = std::min(kSamplesPerTask, options_.batch_size);
+  if (options_.num_workers > 0) {
+    const int64_t ahead = static_cast<int64_t>(options_.num_workers) * std::max(options_.prefetch_per_worker, 1) *
+                          task_samples_;
+    capacity_ = std::max<int64_t>(1, (ahead + options_.batch_size - 1) / options_.batch_size);
+  }
   for (int i = 0; i < options_.num_workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
@@ -50,7 +57,9 @@ void BatchLoader::StartEpoch(std::vector<int64_t> indices, int64_t epoch) {
         (static_cast<int64_t>(indices.size()) + options_.batch_size - 1) / options_.batch_size;
     indices_ = std::make_shared<const std::vector<int64_t>>(std::move(indices));
     next_to_build_ = 0;
+    next_task_ = 0;
     next_to_deliver_ = 0;
+    building_.clear();
     ready_.clear();
     worker_error_ = nullptr;
   }
@@ -65,7 +74,10 @@ int64_t BatchLoader::prefetched() const {
 std::optional<Batch> BatchLoader::Next() {
   if (workers_.empty()) {
     if (next_to_deliver_ >= num_batches_) return std::nullopt;
-    return Build(*indices_, epoch_, next_to_deliver_++);
+    Batch batch = Allocate(next_to_deliver_);
+    Fill(*indices_, epoch_, batch, 0, BatchCount(next_to_deliver_));
+    ++next_to_deliver_;
+    return batch;
   }
   std::unique_lock<std::mutex> lock(mutex_);
   if (next_to_deliver_ >= num_batches_) return std::nullopt;
@@ -81,23 +93,32 @@ std::optional<Batch> BatchLoader::Next() {
 }
 
 void BatchLoader::WorkerLoop() {
-  const int64_t capacity = static_cast<int64_t>(options_.num_workers) * options_.prefetch_per_worker;
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     work_available_.wait(lock, [&] {
-      return stopping_ ||
-             (next_to_build_ < num_batches_ && next_to_build_ < next_to_deliver_ + capacity);
+      return stopping_ || (next_to_build_ < num_batches_ && next_to_build_ < next_to_deliver_ + capacity_);
     });
     if (stopping_) return;
-    const int64_t batch_index = next_to_build_++;
+    const int64_t batch_index = next_to_build_;
+    const int64_t count = BatchCount(batch_index);
+    const int64_t begin = next_task_ * task_samples_;
+    const int64_t end = std::min(begin + task_samples_, count);
+    if (next_task_++ == 0) {
+      // Allocated by its first task, before any other task of the batch is handed out.
+      building_.emplace(batch_index, Building{Allocate(batch_index), (count + task_samples_ - 1) / task_samples_});
+    }
+    if (end == count) {
+      ++next_to_build_;
+      next_task_ = 0;
+    }
+    Batch batch = building_.at(batch_index).batch;  // shares the tensors' storage
     const uint64_t generation = generation_;
     const int64_t epoch = epoch_;
     const std::shared_ptr<const std::vector<int64_t>> indices = indices_;
     lock.unlock();
-    Batch batch;
     std::exception_ptr error;
     try {
-      batch = Build(*indices, epoch, batch_index);
+      Fill(*indices, epoch, batch, begin, end);
     } catch (...) {
       error = std::current_exception();
     }
@@ -105,32 +126,44 @@ void BatchLoader::WorkerLoop() {
     if (generation != generation_) continue;  // StartEpoch abandoned that pass
     if (error) {
       worker_error_ = error;
-    } else {
-      ready_.emplace(batch_index, std::move(batch));
+      batch_ready_.notify_all();
+      continue;
     }
-    batch_ready_.notify_all();
+    auto it = building_.find(batch_index);
+    if (--it->second.tasks_left == 0) {
+      ready_.emplace(batch_index, std::move(it->second.batch));
+      building_.erase(it);
+      batch_ready_.notify_all();
+    }
   }
 }
 
-Batch BatchLoader::Build(const std::vector<int64_t>& indices, int64_t epoch,
-                         int64_t batch_index) const {
-  const int64_t begin = batch_index * options_.batch_size;
-  const int64_t count =
-      std::min<int64_t>(options_.batch_size, static_cast<int64_t>(indices.size()) - begin);
-  const int64_t channels = samples_->channels();
-  const int64_t plane = out_size_.height * out_size_.width;
+int64_t BatchLoader::BatchCount(int64_t batch_index) const {
+  return std::min<int64_t>(options_.batch_size,
+                           static_cast<int64_t>(indices_->size()) - batch_index * options_.batch_size);
+}
+
+Batch BatchLoader::Allocate(int64_t batch_index) const {
+  const int64_t count = BatchCount(batch_index);
   const auto float_options = torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(options_.pin_memory);
   const auto label_options = torch::TensorOptions().dtype(torch::kInt64).pinned_memory(options_.pin_memory);
-
   Batch batch;
   batch.index = batch_index;
-  batch.images = torch::empty({count, channels, out_size_.height, out_size_.width}, float_options);
+  batch.images = torch::empty({count, samples_->channels(), out_size_.height, out_size_.width}, float_options);
   batch.labels = torch::empty({count}, label_options);
+  return batch;
+}
+
+void BatchLoader::Fill(const std::vector<int64_t>& indices, int64_t epoch, Batch& batch, int64_t begin,
+                       int64_t end) const {
+  const int64_t first = batch.index * options_.batch_size;
+  const int64_t channels = samples_->channels();
+  const int64_t plane = out_size_.height * out_size_.width;
   float* out = batch.images.data_ptr<float>();
   int64_t* label_out = batch.labels.data_ptr<int64_t>();
   std::vector<uint8_t> pixels(static_cast<size_t>(channels * plane));  // one sample, (C, H, W)
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t sample = indices[static_cast<size_t>(begin + i)];
+  for (int64_t i = begin; i < end; ++i) {
+    const int64_t sample = indices[static_cast<size_t>(first + i)];
     label_out[i] = samples_->Load(sample, epoch, pixels.data());
     for (int64_t c = 0; c < channels; ++c) {
       const uint8_t* src = pixels.data() + c * plane;
@@ -140,7 +173,6 @@ Batch BatchLoader::Build(const std::vector<int64_t>& indices, int64_t epoch,
       for (int64_t p = 0; p < plane; ++p) dst[p] = static_cast<float>(src[p]) * scale + shift;
     }
   }
-  return batch;
 }
 
 }  // namespace mgpu
