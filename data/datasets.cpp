@@ -68,7 +68,7 @@ ImageDataset SyntheticSplit(const std::string& name, uint64_t split_id, int64_t 
 
 const std::vector<std::string>& DatasetNames() {
   static const std::vector<std::string> names = {"fashion-mnist", "mnist", "cifar10", "imagefolder",
-                                                 "webdataset", "synthetic"};
+                                                 "synthetic", "webdataset"};
   return names;
 }
 
