@@ -5,7 +5,7 @@ ENV_FILE := $(BUILD_DIR)/.setup.env
 CTEST_ARGS ?=
 BENCH_GPU_ARGS ?=
 
-.PHONY: all deps configure build test demo bench-cpu bench-cpu-workers bench-cpu-ddp bench-gpu clean
+.PHONY: all deps configure build test demo bench-cpu bench-cpu-workers bench-cpu-ddp bench-gpu bench-loader clean
 
 all: build
 
@@ -41,6 +41,14 @@ bench-cpu-workers: build
 # DDP over Gloo, 2 processes: mgpu-worker against PyTorch's DistributedDataParallel.
 bench-cpu-ddp: build
 	bash bench/cpu_ddp.sh $(BUILD_DIR)
+
+# The streaming image loader (decode + RandomResizedCrop(224) + flip + normalize, batch 256) against
+# PyTorch's DataLoader + torchvision at 0/2/4/8 workers on 20,000 generated JPEGs, and its peak RSS on a
+# folder 10x larger than memory decoded (bench/loader_throughput.sh; results in bench-loader-DATE/).
+bench-loader: build
+	bash bench/setup_bench_env.sh $(BUILD_DIR)
+	bash bench/loader_throughput.sh $(BUILD_DIR)/bin/mgpu-loader-bench \
+	  $${MGPU_BENCH_PYTHON:-$${MGPU_CACHE:-$$HOME/.cache/mgpu}/venv-bench/bin/python}
 
 # Every GPU claim against PyTorch on a GPU host (bench/run_all.sh; results in bench-results-DATE/);
 # BENCH_GPU_ARGS=--full runs the whole matrix instead of the rows the targets read.

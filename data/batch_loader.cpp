@@ -1,19 +1,41 @@
 #include "data/batch_loader.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace mgpu {
+namespace {
+
+// The options once their augmentation has moved into the sample source.
+LoaderOptions WithoutAugmentation(LoaderOptions options) {
+  options.augmentation = nullptr;
+  return options;
+}
+
+}  // namespace
 
 BatchLoader::BatchLoader(const ImageDataset& dataset, LoaderOptions options)
-    : dataset_(dataset), options_(options) {
+    : BatchLoader(std::make_shared<const InMemorySamples>(dataset, options.augmentation),
+                  WithoutAugmentation(options)) {}
+
+BatchLoader::BatchLoader(std::shared_ptr<const SampleSource> samples, LoaderOptions options)
+    : samples_(std::move(samples)), options_(std::move(options)) {
   if (options_.batch_size < 1) throw std::invalid_argument("batch size must be at least 1");
   if (options_.num_workers < 0) throw std::invalid_argument("num_workers must be >= 0");
-  for (size_t c = 0; c < dataset_.mean.size(); ++c) {
-    scale_.push_back(1.0f / (255.0f * dataset_.stddev[c]));
-    shift_.push_back(-dataset_.mean[c] / dataset_.stddev[c]);
+  if (options_.augmentation) {
+    throw std::invalid_argument("a SampleSource applies its own augmentation; LoaderOptions' must be nullptr");
   }
-  const ImageSize stored{dataset_.height(), dataset_.width()};
-  out_size_ = options_.augmentation ? options_.augmentation->OutputSize(stored) : stored;
+  for (size_t c = 0; c < samples_->mean().size(); ++c) {
+    scale_.push_back(1.0f / (255.0f * samples_->stddev()[c]));
+    shift_.push_back(-samples_->mean()[c] / samples_->stddev()[c]);
+  }
+  out_size_ = samples_->image_size();
+  task_samples_ = std::min(kSamplesPerTask, options_.batch_size);
+  if (options_.num_workers > 0) {
+    const int64_t ahead = static_cast<int64_t>(options_.num_workers) * std::max(options_.prefetch_per_worker, 1) *
+                          task_samples_;
+    capacity_ = std::max<int64_t>(1, (ahead + options_.batch_size - 1) / options_.batch_size);
+  }
   for (int i = 0; i < options_.num_workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
@@ -35,17 +57,27 @@ void BatchLoader::StartEpoch(std::vector<int64_t> indices, int64_t epoch) {
         (static_cast<int64_t>(indices.size()) + options_.batch_size - 1) / options_.batch_size;
     indices_ = std::make_shared<const std::vector<int64_t>>(std::move(indices));
     next_to_build_ = 0;
+    next_task_ = 0;
     next_to_deliver_ = 0;
+    building_.clear();
     ready_.clear();
     worker_error_ = nullptr;
   }
   work_available_.notify_all();
 }
 
+int64_t BatchLoader::prefetched() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<int64_t>(ready_.size());
+}
+
 std::optional<Batch> BatchLoader::Next() {
   if (workers_.empty()) {
     if (next_to_deliver_ >= num_batches_) return std::nullopt;
-    return Build(*indices_, epoch_, next_to_deliver_++);
+    Batch batch = Allocate(next_to_deliver_);
+    Fill(*indices_, epoch_, batch, 0, BatchCount(next_to_deliver_));
+    ++next_to_deliver_;
+    return batch;
   }
   std::unique_lock<std::mutex> lock(mutex_);
   if (next_to_deliver_ >= num_batches_) return std::nullopt;
@@ -61,23 +93,32 @@ std::optional<Batch> BatchLoader::Next() {
 }
 
 void BatchLoader::WorkerLoop() {
-  const int64_t capacity = static_cast<int64_t>(options_.num_workers) * options_.prefetch_per_worker;
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     work_available_.wait(lock, [&] {
-      return stopping_ ||
-             (next_to_build_ < num_batches_ && next_to_build_ < next_to_deliver_ + capacity);
+      return stopping_ || (next_to_build_ < num_batches_ && next_to_build_ < next_to_deliver_ + capacity_);
     });
     if (stopping_) return;
-    const int64_t batch_index = next_to_build_++;
+    const int64_t batch_index = next_to_build_;
+    const int64_t count = BatchCount(batch_index);
+    const int64_t begin = next_task_ * task_samples_;
+    const int64_t end = std::min(begin + task_samples_, count);
+    if (next_task_++ == 0) {
+      // Allocated by its first task, before any other task of the batch is handed out.
+      building_.emplace(batch_index, Building{Allocate(batch_index), (count + task_samples_ - 1) / task_samples_});
+    }
+    if (end == count) {
+      ++next_to_build_;
+      next_task_ = 0;
+    }
+    Batch batch = building_.at(batch_index).batch;  // shares the tensors' storage
     const uint64_t generation = generation_;
     const int64_t epoch = epoch_;
     const std::shared_ptr<const std::vector<int64_t>> indices = indices_;
     lock.unlock();
-    Batch batch;
     std::exception_ptr error;
     try {
-      batch = Build(*indices, epoch, batch_index);
+      Fill(*indices, epoch, batch, begin, end);
     } catch (...) {
       error = std::current_exception();
     }
@@ -85,53 +126,53 @@ void BatchLoader::WorkerLoop() {
     if (generation != generation_) continue;  // StartEpoch abandoned that pass
     if (error) {
       worker_error_ = error;
-    } else {
-      ready_.emplace(batch_index, std::move(batch));
+      batch_ready_.notify_all();
+      continue;
     }
-    batch_ready_.notify_all();
+    auto it = building_.find(batch_index);
+    if (--it->second.tasks_left == 0) {
+      ready_.emplace(batch_index, std::move(it->second.batch));
+      building_.erase(it);
+      batch_ready_.notify_all();
+    }
   }
 }
 
-Batch BatchLoader::Build(const std::vector<int64_t>& indices, int64_t epoch,
-                         int64_t batch_index) const {
-  const int64_t begin = batch_index * options_.batch_size;
-  const int64_t count =
-      std::min<int64_t>(options_.batch_size, static_cast<int64_t>(indices.size()) - begin);
-  const int64_t channels = dataset_.channels();
-  const ImageSize stored{dataset_.height(), dataset_.width()};
-  const int64_t stored_plane = stored.height * stored.width;
-  const int64_t plane = out_size_.height * out_size_.width;
-  const Augmentation* augmentation =
-      options_.augmentation && !options_.augmentation->identity() ? options_.augmentation.get() : nullptr;
+int64_t BatchLoader::BatchCount(int64_t batch_index) const {
+  return std::min<int64_t>(options_.batch_size,
+                           static_cast<int64_t>(indices_->size()) - batch_index * options_.batch_size);
+}
+
+Batch BatchLoader::Allocate(int64_t batch_index) const {
+  const int64_t count = BatchCount(batch_index);
   const auto float_options = torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(options_.pin_memory);
   const auto label_options = torch::TensorOptions().dtype(torch::kInt64).pinned_memory(options_.pin_memory);
-
   Batch batch;
   batch.index = batch_index;
-  batch.images = torch::empty({count, channels, out_size_.height, out_size_.width}, float_options);
+  batch.images = torch::empty({count, samples_->channels(), out_size_.height, out_size_.width}, float_options);
   batch.labels = torch::empty({count}, label_options);
-  const uint8_t* pixels = dataset_.images.data_ptr<uint8_t>();
-  const int64_t* labels = dataset_.labels.data_ptr<int64_t>();
+  return batch;
+}
+
+void BatchLoader::Fill(const std::vector<int64_t>& indices, int64_t epoch, Batch& batch, int64_t begin,
+                       int64_t end) const {
+  const int64_t first = batch.index * options_.batch_size;
+  const int64_t channels = samples_->channels();
+  const int64_t plane = out_size_.height * out_size_.width;
   float* out = batch.images.data_ptr<float>();
   int64_t* label_out = batch.labels.data_ptr<int64_t>();
-  std::vector<uint8_t> augmented(augmentation ? static_cast<size_t>(channels * plane) : 0);
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t sample = indices[static_cast<size_t>(begin + i)];
-    label_out[i] = labels[sample];
-    const uint8_t* sample_pixels = pixels + sample * channels * stored_plane;  // (C, H, W)
-    if (augmentation) {
-      augmentation->Apply(sample_pixels, channels, stored, epoch, sample, augmented.data());
-      sample_pixels = augmented.data();  // (C, H', W')
-    }
+  std::vector<uint8_t> pixels(static_cast<size_t>(channels * plane));  // one sample, (C, H, W)
+  for (int64_t i = begin; i < end; ++i) {
+    const int64_t sample = indices[static_cast<size_t>(first + i)];
+    label_out[i] = samples_->Load(sample, epoch, pixels.data());
     for (int64_t c = 0; c < channels; ++c) {
-      const uint8_t* src = sample_pixels + c * plane;
+      const uint8_t* src = pixels.data() + c * plane;
       float* dst = out + (i * channels + c) * plane;
       const float scale = scale_[static_cast<size_t>(c)];
       const float shift = shift_[static_cast<size_t>(c)];
       for (int64_t p = 0; p < plane; ++p) dst[p] = static_cast<float>(src[p]) * scale + shift;
     }
   }
-  return batch;
 }
 
 }  // namespace mgpu

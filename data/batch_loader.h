@@ -1,10 +1,18 @@
-// Turns an epoch's list of sample indices into normalized batches, handed out in order.
+// Turns an epoch's list of sample indices into normalized batches, handed out in order. The
+// samples come from a SampleSource (data/sample_source.h): decoded images held in memory, or
+// files decoded as they are read (--data-loading stream).
 //
 // With num_workers = 0 the caller's thread builds each batch when it asks for it (the time it
-// takes is the epoch's data-wait time). With N > 0, N threads build batches ahead, at most
-// N * prefetch_per_worker waiting, and Next() hands them out in index order. A batch's contents
-// depend only on the index list and the epoch (which keys the augmentation's random draws),
-// never on the number of workers or their timing.
+// takes is the epoch's data-wait time). With N > 0, N threads build batches ahead and Next()
+// hands them out in index order. The threads share each batch: it is split into tasks of up to
+// kSamplesPerTask samples, taken in order by whichever thread is free, so that a batch is ready
+// as soon as possible and the memory held does not grow with N times the batch size (ImageNet's
+// 256 x 3 x 224 x 224 float batch is 154 MB). At most
+//   capacity = max(1, ceil(N * prefetch_per_worker * task samples / batch_size))
+// batches are allocated ahead of the caller, built or being built: N * prefetch_per_worker
+// tasks' worth of samples, in whole batches. A batch's contents depend only on the index list
+// and the epoch (which keys the augmentation's random draws), never on the number of workers or
+// their timing.
 #pragma once
 
 #include <condition_variable>
@@ -21,6 +29,7 @@
 
 #include "data/augment.h"
 #include "data/image_dataset.h"
+#include "data/sample_source.h"
 
 namespace mgpu {
 
@@ -29,8 +38,8 @@ struct LoaderOptions {
   int num_workers = 0;
   int prefetch_per_worker = 2;
   bool pin_memory = false;  // page-locked batches, for non-blocking copies to a GPU
-  // Applied to each sample's uint8 pixels before normalization; nullptr: none. Batches have
-  // its OutputSize().
+  // The ImageDataset constructor only: applied to each sample's uint8 pixels before
+  // normalization; nullptr: none. Batches have its OutputSize(). A SampleSource applies its own.
   std::shared_ptr<const Augmentation> augmentation = nullptr;
 };
 
@@ -45,6 +54,8 @@ class BatchLoader {
   // `dataset` must outlive the loader. Throws std::invalid_argument for batch_size < 1 or
   // num_workers < 0.
   BatchLoader(const ImageDataset& dataset, LoaderOptions options);
+  // Batches of `samples`' pixels; options.augmentation must be nullptr (the source transforms).
+  BatchLoader(std::shared_ptr<const SampleSource> samples, LoaderOptions options);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -55,26 +66,43 @@ class BatchLoader {
   // The next batch of the pass, or nullopt once it is done. Rethrows a worker's exception.
   std::optional<Batch> Next();
   int64_t batches_in_epoch() const { return num_batches_; }
+  // Samples per task of a worker thread (fewer in a smaller batch).
+  static constexpr int64_t kSamplesPerTask = 32;
+  // Built batches waiting to be handed out: at most capacity().
+  int64_t prefetched() const;
+  // Batches allocated ahead of the caller (see above); 0 without worker threads.
+  int64_t capacity() const { return capacity_; }
 
  private:
-  Batch Build(const std::vector<int64_t>& indices, int64_t epoch, int64_t batch_index) const;
+  struct Building {
+    Batch batch;
+    int64_t tasks_left = 0;
+  };
+  int64_t BatchCount(int64_t batch_index) const;  // samples in the batch
+  Batch Allocate(int64_t batch_index) const;
+  // Loads and normalizes the batch's samples [begin, end) into it.
+  void Fill(const std::vector<int64_t>& indices, int64_t epoch, Batch& batch, int64_t begin, int64_t end) const;
   void WorkerLoop();
 
-  const ImageDataset& dataset_;
+  const std::shared_ptr<const SampleSource> samples_;
   const LoaderOptions options_;
   std::vector<float> scale_;  // per channel: 1 / (255 * stddev)
   std::vector<float> shift_;  // per channel: -mean / stddev
   ImageSize out_size_;        // the batches' (H, W), after augmentation
+  int64_t task_samples_ = 0;
+  int64_t capacity_ = 0;
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable work_available_;
   std::condition_variable batch_ready_;
   std::shared_ptr<const std::vector<int64_t>> indices_;
   int64_t epoch_ = 0;
   uint64_t generation_ = 0;       // bumped by StartEpoch; stale work is dropped
   int64_t num_batches_ = 0;
-  int64_t next_to_build_ = 0;
+  int64_t next_to_build_ = 0;   // the batch whose tasks are being handed out
+  int64_t next_task_ = 0;       // its next task
   int64_t next_to_deliver_ = 0;
+  std::map<int64_t, Building> building_;  // allocated, some tasks not done
   std::map<int64_t, Batch> ready_;
   std::exception_ptr worker_error_;
   bool stopping_ = false;

@@ -1,8 +1,12 @@
 #include "data/datasets.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -10,6 +14,7 @@
 #include "data/cifar10.h"
 #include "data/counter_rng.h"
 #include "data/image_folder.h"
+#include "data/streaming_images.h"
 
 namespace mgpu {
 namespace {
@@ -63,7 +68,7 @@ ImageDataset SyntheticSplit(const std::string& name, uint64_t split_id, int64_t 
 
 const std::vector<std::string>& DatasetNames() {
   static const std::vector<std::string> names = {"fashion-mnist", "mnist", "cifar10", "imagefolder",
-                                                 "synthetic"};
+                                                 "synthetic", "webdataset"};
   return names;
 }
 
@@ -89,8 +94,89 @@ TrainTestSplit LoadDataset(const std::string& name, const std::string& folder,
     return MakeSyntheticDataset(options.synthetic_train, options.synthetic_test, options.image_size,
                                 options.seed);
   }
+  if (name == "webdataset") {
+    // Stretched to image_size x image_size, as imagefolder's images in memory.
+    EncodedDataset listing = ListWebDataset(folder);
+    TrainTestSplit split;
+    split.folder = folder;
+    const bool skip = options.on_bad_image == "skip";
+    const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    for (auto [samples, out, split_name] : {std::tuple{&listing.train, &split.train, "train"},
+                                            std::tuple{&listing.test, &split.test, "test"}}) {
+      const StreamingImages source(std::move(*samples), listing.class_names,
+                                   StreamOptions{fmt::format("webdataset/{}", split_name), options.image_size,
+                                                 StreamTransform::kStretch, skip, options.seed});
+      *out = DecodeIntoMemory(source, skip, threads, split.warnings);
+    }
+    return split;
+  }
   throw BadInputError(fmt::format("unknown data set '{}'; available: {}", name,
                                   fmt::join(DatasetNames(), ", ")));
+}
+
+namespace {
+
+std::string ChooseDataLoading(const std::string& name, const std::string& requested, int64_t images,
+                              int64_t side, int64_t budget_bytes) {
+  const bool streamable = name == "imagefolder" || name == "webdataset";
+  if (requested == "stream" && !streamable) {
+    throw BadInputError(fmt::format("--data-loading stream decodes image files as they are read, which --dataset {} "
+                                    "does not have (it is held in memory); use --data-loading auto or memory, or "
+                                    "--dataset imagefolder / webdataset", name));
+  }
+  if (requested == "memory" || requested == "stream") return requested;
+  if (requested != "auto") {
+    throw BadInputError(fmt::format("--data-loading '{}' is not one of: auto, memory, stream", requested));
+  }
+  if (!streamable) return "memory";
+  const int64_t decoded = images * 3 * side * side;
+  return decoded > budget_bytes ? "stream" : "memory";
+}
+
+int64_t DefaultMemoryBudget() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return static_cast<int64_t>(kMemoryBudgetFraction * static_cast<double>(pages) * static_cast<double>(page));
+}
+
+}  // namespace
+
+OpenedDataset OpenDataset(const std::string& name, const std::string& folder, const DatasetOptions& options,
+                          std::shared_ptr<const Augmentation> augmentation) {
+  OpenedDataset opened;
+  opened.folder = folder;
+  const int64_t budget = options.memory_budget_bytes > 0 ? options.memory_budget_bytes : DefaultMemoryBudget();
+  std::optional<EncodedDataset> listing;  // imagefolder and webdataset: listed once, to count
+  if (name == "imagefolder" || name == "webdataset") {
+    listing = name == "imagefolder" ? ListStreamingImageFolder(folder) : ListWebDataset(folder);
+  }
+  const int64_t images = listing ? listing->train.size() + listing->test.size() : 0;
+  opened.data_loading = ChooseDataLoading(name, options.data_loading, images, options.image_size, budget);
+  if (opened.data_loading == "memory") {
+    auto memory = std::make_shared<const TrainTestSplit>(LoadDataset(name, folder, options));
+    opened.train = std::make_shared<const InMemorySamples>(memory->train, augmentation, memory);
+    opened.test = std::make_shared<const InMemorySamples>(memory->test, augmentation->ForEvaluation(), memory);
+    opened.warnings = memory->warnings;
+    opened.folder = memory->folder;
+    opened.memory = std::move(memory);
+    return opened;
+  }
+  const AugmentOptions& augment = augmentation->options();
+  if (augment.kind != "none" && augment.kind != "resize" && augment.kind != "rrc-flip") {
+    throw BadInputError(fmt::format("--data-loading stream crops each image as it decodes it: --augment none, resize "
+                                    "or rrc-flip, not {}; change --augment or use --data-loading memory",
+                                    augment.kind));
+  }
+  const int64_t side = augment.resize > 0 ? augment.resize : options.image_size;
+  const bool skip = options.on_bad_image == "skip";
+  const StreamTransform train_transform =
+      augment.kind == "rrc-flip" ? StreamTransform::kRandomResizedCropFlip : StreamTransform::kResizeCenterCrop;
+  opened.train = std::make_shared<const StreamingImages>(
+      std::move(listing->train), listing->class_names,
+      StreamOptions{name + "/train", side, train_transform, skip, augment.seed});
+  opened.test = std::make_shared<const StreamingImages>(
+      std::move(listing->test), listing->class_names,
+      StreamOptions{name + "/test", side, StreamTransform::kResizeCenterCrop, skip, augment.seed});
+  return opened;
 }
 
 }  // namespace mgpu

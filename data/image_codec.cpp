@@ -1,6 +1,7 @@
 #include "data/image_codec.h"
 
 // jpeglib.h needs FILE and size_t declared first.
+#include <algorithm>
 #include <cerrno>
 #include <csetjmp>
 #include <cstdio>
@@ -41,7 +42,7 @@ void JpegEmitMessage(j_common_ptr info, int level) {
 
 // Returns an empty string on success, else libjpeg's message. Only trivially destructible
 // objects live between setjmp and a longjmp.
-std::string DecodeJpeg(const std::vector<uint8_t>& bytes, DecodedImage& image) {
+std::string DecodeJpeg(const uint8_t* bytes, size_t size, DecodedImage& image) {
   jpeg_decompress_struct info;
   JpegErrorManager errors;
   info.err = jpeg_std_error(&errors.base);
@@ -53,7 +54,7 @@ std::string DecodeJpeg(const std::vector<uint8_t>& bytes, DecodedImage& image) {
     return errors.message;
   }
   jpeg_create_decompress(&info);
-  jpeg_mem_src(&info, bytes.data(), static_cast<unsigned long>(bytes.size()));
+  jpeg_mem_src(&info, bytes, static_cast<unsigned long>(size));
   jpeg_read_header(&info, TRUE);
   info.out_color_space = JCS_RGB;  // libjpeg converts YCbCr and grayscale; CMYK fails here
   jpeg_start_decompress(&info);
@@ -70,11 +71,11 @@ std::string DecodeJpeg(const std::vector<uint8_t>& bytes, DecodedImage& image) {
 }
 
 // libpng's simplified API converts every PNG flavour to 8-bit RGB and handles its own errors.
-std::string DecodePng(const std::vector<uint8_t>& bytes, DecodedImage& image) {
+std::string DecodePng(const uint8_t* bytes, size_t size, DecodedImage& image) {
   png_image png;
   std::memset(&png, 0, sizeof(png));
   png.version = PNG_IMAGE_VERSION;
-  if (!png_image_begin_read_from_memory(&png, bytes.data(), bytes.size())) return png.message;
+  if (!png_image_begin_read_from_memory(&png, bytes, size)) return png.message;
   png.format = PNG_FORMAT_RGB;
   image.height = png.height;
   image.width = png.width;
@@ -87,27 +88,118 @@ std::string DecodePng(const std::vector<uint8_t>& bytes, DecodedImage& image) {
   return "";
 }
 
+// The smallest m in 1..8 for which the window scaled by m/8 still covers `min_size`.
+int DctScale(const Window& window, ImageSize min_size) {
+  for (int m = 1; m < 8; ++m) {
+    if (window.width * m >= min_size.width * 8 && window.height * m >= min_size.height * 8) return m;
+  }
+  return 8;
+}
+
+// A coordinate of the full image in a dimension scaled from `full` to `scaled` pixels.
+int64_t Scaled(int64_t x, int64_t full, int64_t scaled) {
+  return (2 * x * scaled + full) / (2 * full);  // rounded to nearest
+}
+
+// DecodeJpeg's region variant; the same setjmp rules.
+std::string DecodeJpegRegion(const uint8_t* bytes, size_t size, const std::function<Window(ImageSize)>& pick,
+                             ImageSize min_size, DecodedRegion& region) {
+  jpeg_decompress_struct info;
+  JpegErrorManager errors;
+  info.err = jpeg_std_error(&errors.base);
+  errors.base.error_exit = JpegErrorExit;
+  errors.base.emit_message = JpegEmitMessage;
+  errors.message[0] = '\0';
+  if (setjmp(errors.jump) != 0) {
+    jpeg_destroy_decompress(&info);
+    return errors.message;
+  }
+  jpeg_create_decompress(&info);
+  jpeg_mem_src(&info, bytes, static_cast<unsigned long>(size));
+  jpeg_read_header(&info, TRUE);
+  info.out_color_space = JCS_RGB;
+  const ImageSize full{info.image_height, info.image_width};
+  if (full.height == 0 || full.width == 0) {
+    jpeg_destroy_decompress(&info);
+    return "the image is empty (0 pixels)";
+  }
+  const Window window = pick(full);
+  info.scale_num = static_cast<unsigned int>(DctScale(window, min_size));
+  info.scale_denom = 8;
+  jpeg_start_decompress(&info);
+  const int64_t out_h = info.output_height, out_w = info.output_width;
+  // The window in the scaled image, at least one pixel each way.
+  const int64_t y0 = std::min(Scaled(window.top, full.height, out_h), out_h - 1);
+  const int64_t y1 = std::clamp(Scaled(window.top + window.height, full.height, out_h), y0 + 1, out_h);
+  const int64_t x0 = std::min(Scaled(window.left, full.width, out_w), out_w - 1);
+  const int64_t x1 = std::clamp(Scaled(window.left + window.width, full.width, out_w), x0 + 1, out_w);
+  // libjpeg widens the columns to whole iMCUs; output_width becomes the decoded width.
+  JDIMENSION crop_x = static_cast<JDIMENSION>(x0), crop_w = static_cast<JDIMENSION>(x1 - x0);
+  jpeg_crop_scanline(&info, &crop_x, &crop_w);
+  if (y0 > 0) jpeg_skip_scanlines(&info, static_cast<JDIMENSION>(y0));
+  region.image.height = y1 - y0;
+  region.image.width = info.output_width;
+  region.image.rgb.resize(static_cast<size_t>(region.image.height * region.image.width * 3));
+  for (int64_t y = 0; y < region.image.height; ++y) {
+    JSAMPROW row = region.image.rgb.data() + static_cast<size_t>(y * region.image.width * 3);
+    jpeg_read_scanlines(&info, &row, 1);
+  }
+  region.window = Window{0, x0 - static_cast<int64_t>(crop_x), y1 - y0, x1 - x0};
+  // The rows below the window are never decoded: destroying aborts the decompression.
+  jpeg_destroy_decompress(&info);
+  return "";
+}
+
+bool IsJpeg(const uint8_t* bytes, size_t size) {
+  return size >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF;
+}
+
+bool IsPng(const uint8_t* bytes, size_t size) {
+  return size >= 8 && png_sig_cmp(const_cast<uint8_t*>(bytes), 0, 8) == 0;
+}
+
+[[noreturn]] void ThrowUnknownFormat(const std::string& name, size_t size) {
+  throw BadInputError(fmt::format("{}: not a JPEG or PNG image ({} bytes, unknown signature)", name, size));
+}
+
 }  // namespace
 
 DecodedImage DecodeImageFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw BadInputError(fmt::format("{}: cannot open the image: {}", path, std::strerror(errno)));
   const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return DecodeImageBytes(bytes.data(), bytes.size(), path);
+}
+
+DecodedImage DecodeImageBytes(const uint8_t* bytes, size_t size, const std::string& name) {
   DecodedImage image;
   std::string error;
-  if (bytes.size() >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF) {
-    error = DecodeJpeg(bytes, image);
-  } else if (bytes.size() >= 8 && png_sig_cmp(bytes.data(), 0, 8) == 0) {
-    error = DecodePng(bytes, image);
+  if (IsJpeg(bytes, size)) {
+    error = DecodeJpeg(bytes, size, image);
+  } else if (IsPng(bytes, size)) {
+    error = DecodePng(bytes, size, image);
   } else {
-    throw BadInputError(fmt::format("{}: not a JPEG or PNG image ({} bytes, unknown signature)",
-                                    path, bytes.size()));
+    ThrowUnknownFormat(name, size);
   }
-  if (!error.empty()) throw BadInputError(fmt::format("{}: cannot decode the image: {}", path, error));
+  if (!error.empty()) throw BadInputError(fmt::format("{}: cannot decode the image: {}", name, error));
   if (image.height == 0 || image.width == 0) {
-    throw BadInputError(fmt::format("{}: the image is empty (0 pixels)", path));
+    throw BadInputError(fmt::format("{}: the image is empty (0 pixels)", name));
   }
   return image;
+}
+
+DecodedRegion DecodeImageRegion(const uint8_t* bytes, size_t size, const std::string& name,
+                                const std::function<Window(ImageSize)>& pick, ImageSize min_size) {
+  DecodedRegion region;
+  if (IsJpeg(bytes, size)) {
+    const std::string error = DecodeJpegRegion(bytes, size, pick, min_size, region);
+    if (!error.empty()) throw BadInputError(fmt::format("{}: cannot decode the image: {}", name, error));
+    return region;
+  }
+  if (!IsPng(bytes, size)) ThrowUnknownFormat(name, size);
+  region.image = DecodeImageBytes(bytes, size, name);
+  region.window = pick(ImageSize{region.image.height, region.image.width});
+  return region;
 }
 
 }  // namespace mgpu

@@ -33,13 +33,8 @@ std::vector<std::string> SortedSubfolders(const std::string& dir) {
   return names;
 }
 
-struct Listing {
-  std::vector<std::string> paths;
-  std::vector<int64_t> labels;
-};
-
-Listing ListSplit(const std::string& dir, const std::vector<std::string>& classes) {
-  Listing listing;
+ImageFolderSplit ListSplit(const std::string& dir, const std::vector<std::string>& classes) {
+  ImageFolderSplit listing;
   for (const std::string& name : SortedSubfolders(dir)) {
     const auto it = std::find(classes.begin(), classes.end(), name);
     if (it == classes.end()) {
@@ -62,18 +57,17 @@ Listing ListSplit(const std::string& dir, const std::vector<std::string>& classe
       listing.labels.push_back(it - classes.begin());
     }
   }
-  return listing;
-}
-
-ImageDataset LoadSplit(const std::string& dir, const std::string& split_name,
-                       const std::vector<std::string>& classes, const ImageFolderOptions& options,
-                       std::vector<std::string>& warnings) {
-  const Listing listing = ListSplit(dir, classes);
-  const auto n = static_cast<int64_t>(listing.paths.size());
-  if (n == 0) {
+  if (listing.paths.empty()) {
     throw BadInputError(fmt::format("{}: no class sub-folders; expected one folder of images per "
                                     "class, e.g. {}/{}/1.jpg", dir, dir, classes.front()));
   }
+  return listing;
+}
+
+ImageDataset LoadSplit(const std::string& dir, const ImageFolderSplit& listing, const std::string& split_name,
+                       const std::vector<std::string>& classes, const ImageFolderOptions& options,
+                       std::vector<std::string>& warnings) {
+  const auto n = static_cast<int64_t>(listing.paths.size());
   const int64_t side = options.image_size;
   const ImageSize size{side, side};
   torch::Tensor images = torch::empty({n, 3, side, side}, torch::kUInt8);  // (N, 3, S, S)
@@ -142,13 +136,7 @@ ImageDataset LoadSplit(const std::string& dir, const std::string& split_name,
 
 }  // namespace
 
-TrainTestSplit LoadImageFolder(const std::string& folder, const ImageFolderOptions& options) {
-  if (options.image_size < 1) {
-    throw BadInputError(fmt::format("--image-size {} must be at least 1", options.image_size));
-  }
-  if (options.on_bad_image != "fail" && options.on_bad_image != "skip") {
-    throw BadInputError(fmt::format("--on-bad-image '{}' is not one of: fail, skip", options.on_bad_image));
-  }
+ImageFolderListing ListImageFolder(const std::string& folder) {
   for (const char* split : {"train", "test"}) {
     if (!IsDirectory(folder + "/" + split)) {
       throw BadInputError(fmt::format(
@@ -157,15 +145,29 @@ TrainTestSplit LoadImageFolder(const std::string& folder, const ImageFolderOptio
           folder, split));
     }
   }
-  const std::vector<std::string> classes = SortedSubfolders(folder + "/train");
-  if (classes.empty()) {
+  ImageFolderListing listing;
+  listing.class_names = SortedSubfolders(folder + "/train");
+  if (listing.class_names.empty()) {
     throw BadInputError(fmt::format("{}/train: no class sub-folders; expected one folder of images "
                                     "per class, e.g. {}/train/cat/1.jpg", folder, folder));
   }
+  listing.train = ListSplit(folder + "/train", listing.class_names);
+  listing.test = ListSplit(folder + "/test", listing.class_names);
+  return listing;
+}
+
+TrainTestSplit LoadImageFolder(const std::string& folder, const ImageFolderOptions& options) {
+  if (options.image_size < 1) {
+    throw BadInputError(fmt::format("--image-size {} must be at least 1", options.image_size));
+  }
+  if (options.on_bad_image != "fail" && options.on_bad_image != "skip") {
+    throw BadInputError(fmt::format("--on-bad-image '{}' is not one of: fail, skip", options.on_bad_image));
+  }
+  const ImageFolderListing listing = ListImageFolder(folder);
   TrainTestSplit split;
   split.folder = folder;
-  split.train = LoadSplit(folder + "/train", "train", classes, options, split.warnings);
-  split.test = LoadSplit(folder + "/test", "test", classes, options, split.warnings);
+  split.train = LoadSplit(folder + "/train", listing.train, "train", listing.class_names, options, split.warnings);
+  split.test = LoadSplit(folder + "/test", listing.test, "test", listing.class_names, options, split.warnings);
   return split;
 }
 

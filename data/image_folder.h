@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "data/image_dataset.h"
 
@@ -23,5 +24,18 @@ struct ImageFolderOptions {
 };
 
 TrainTestSplit LoadImageFolder(const std::string& folder, const ImageFolderOptions& options);
+
+// The files of an image folder, without reading them (the streaming loader's index).
+struct ImageFolderSplit {
+  std::vector<std::string> paths;  // sorted by class, then by name
+  std::vector<int64_t> labels;     // index into class_names
+};
+struct ImageFolderListing {
+  std::vector<std::string> class_names;
+  ImageFolderSplit train;
+  ImageFolderSplit test;
+};
+// Checks the layout as LoadImageFolder does; throws BadInputError.
+ImageFolderListing ListImageFolder(const std::string& folder);
 
 }  // namespace mgpu

@@ -200,8 +200,12 @@ std::vector<OptionSpec> BuildOptions() {
                         "size; other data sets: resized to it, e.g. 227 for AlexNet on CIFAR-10; 0: not given)"));
   o.push_back(StringOption("on-bad-image", {"on_bad_image"}, &TrainConfig::on_bad_image,
                            {"fail", "skip"},
-                           "imagefolder: an image that cannot be decoded stops the run (fail) or is "
-                           "left out and logged (skip)"));
+                           "imagefolder, webdataset: an image that cannot be decoded stops the run (fail) or "
+                           "is left out and logged (skip; streaming: replaced by the next readable sample)"));
+  o.push_back(StringOption("data-loading", {"data_loading"}, &TrainConfig::data_loading, {"auto", "memory", "stream"},
+                           "imagefolder, webdataset: hold the images decoded in memory (memory), or decode them in "
+                           "the loader threads every epoch (stream; the ImageNet scale); auto streams when the "
+                           "decoded images would exceed 25% of physical memory"));
   o.push_back(IntOption("synthetic-train", {}, &TrainConfig::synthetic_train, 1,
                         "synthetic: number of training images"));
   o.push_back(IntOption("synthetic-test", {}, &TrainConfig::synthetic_test, 1,
@@ -648,6 +652,22 @@ void ValidateSpeedOptions(const TrainConfig& config, const Augmentation& augment
                                     "buckets' flat parameter copies assume the default layout)",
                                     config.mode));
   }
+  if (config.data_loading == "stream") {
+    if (config.dataset != "imagefolder" && config.dataset != "webdataset") {
+      throw BadInputError(fmt::format("--data-loading stream decodes image files as they are read, which --dataset {} "
+                                      "does not have (it is held in memory); use --data-loading auto or memory, or "
+                                      "--dataset imagefolder / webdataset", config.dataset));
+    }
+    if (config.augment != "none" && config.augment != "resize" && config.augment != "rrc-flip") {
+      throw BadInputError(fmt::format("--data-loading stream crops each image as it decodes it: --augment none, resize "
+                                      "or rrc-flip, not {}; change --augment or use --data-loading memory",
+                                      config.augment));
+    }
+    if (config.data_on_device) {
+      throw BadInputError("--data-on-device keeps the decoded training set on the device, which --data-loading "
+                          "stream never holds; drop one of them");
+    }
+  }
   if (config.data_on_device) {
     if (config.mode == "dp") {
       throw BadInputError("--data-on-device cannot be combined with --mode dp, whose replicas each copy their slice "
@@ -692,8 +712,8 @@ void ValidateConfig(const TrainConfig& config) {
 }
 
 DatasetOptions DatasetOptionsFrom(const TrainConfig& config) {
-  return DatasetOptions{config.image_size, config.on_bad_image, config.synthetic_train,
-                        config.synthetic_test, config.seed};
+  return DatasetOptions{config.image_size,     config.on_bad_image, config.synthetic_train,
+                        config.synthetic_test, config.seed,         config.data_loading};
 }
 
 AugmentOptions AugmentOptionsFrom(const TrainConfig& config) {

@@ -30,7 +30,8 @@ struct TrainConfig {
   std::string data_dir;     // empty: the data set's default folder
   int64_t num_workers = 0;  // loader threads; 0 builds batches on the training thread
   int64_t image_size = 64;  // imagefolder: images are resized to this side; synthetic: the side
-  std::string on_bad_image = "fail";  // imagefolder: fail | skip
+  std::string on_bad_image = "fail";  // imagefolder, webdataset: fail | skip
+  std::string data_loading = "auto";  // auto | memory | stream (data/datasets.h: OpenDataset)
   // Seed-style `--img_size N` (AlexNet's 227 px): 0 unless given; ResolveSeedSpellings folds it
   // into image_size, augment and resize.
   int64_t img_size = 0;

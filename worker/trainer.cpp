@@ -114,16 +114,17 @@ struct Evaluation {
 };
 
 // Each rank evaluates every size()-th test image; the counts are summed over the ranks.
-Evaluation Evaluate(Classifier& model, const ImageDataset& test, int64_t batch_size,
-                    const torch::Device& device, Precision precision, int rank, RankGroup& ranks,
-                    std::shared_ptr<const Augmentation> augmentation, bool channels_last) {
+// `num_workers` loader threads (streamed test images are decoded as they are read).
+Evaluation Evaluate(Classifier& model, const std::shared_ptr<const SampleSource>& test, int64_t batch_size,
+                    int num_workers, const torch::Device& device, Precision precision, int rank, RankGroup& ranks,
+                    bool channels_last) {
   torch::NoGradGuard no_grad;
   model.eval();
-  BatchLoader loader(test, LoaderOptions{batch_size, 0, 2, device.is_cuda(), std::move(augmentation)});
+  BatchLoader loader(test, LoaderOptions{batch_size, num_workers, 2, device.is_cuda()});
   std::vector<int64_t> order;
-  for (int64_t i = rank; i < test.size(); i += ranks.size()) order.push_back(i);
+  for (int64_t i = rank; i < test->size(); i += ranks.size()) order.push_back(i);
   loader.StartEpoch(std::move(order));
-  const int64_t classes = test.num_classes();
+  const int64_t classes = test->num_classes();
   auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
   auto correct = torch::zeros({classes}, torch::TensorOptions().dtype(torch::kLong).device(device));
   auto seen = torch::zeros({classes}, torch::TensorOptions().dtype(torch::kLong).device(device));
@@ -148,7 +149,7 @@ Evaluation Evaluate(Classifier& model, const ImageDataset& test, int64_t batch_s
   auto correct_cpu = totals.slice(0, 1, 1 + classes).to(torch::kLong);
   auto seen_cpu = totals.slice(0, 1 + classes).to(torch::kLong);
   Evaluation result;
-  const double n = static_cast<double>(test.size());
+  const double n = static_cast<double>(test->size());
   result.loss = loss_sum.item<double>() / n;
   result.accuracy = 100.0 * static_cast<double>(correct_cpu.sum().item<int64_t>()) / n;
   for (int64_t c = 0; c < classes; ++c) {
@@ -209,6 +210,10 @@ nlohmann::json SummaryFromConfig(const TrainConfig& config, const WorldInfo& wor
       {"loss_scale_mode", "none"},
       {"batch_size", config.batch_size},
       {"num_workers", config.num_workers},
+      {"data_loading", nullptr},
+      {"train_samples", nullptr},
+      {"test_samples", nullptr},
+      {"skipped_images", 0},
       {"epochs", config.epochs},
       {"max_steps", config.max_steps},
       {"lr", config.lr},
@@ -267,15 +272,31 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   // Data.
   const std::string data_dir = config.data_dir.empty() ? DefaultDataDir(config.dataset) : config.data_dir;
   const auto load_start = Clock::now();
-  const TrainTestSplit data = LoadDataset(config.dataset, data_dir, DatasetOptionsFrom(config));
+  const auto augmentation = std::make_shared<const Augmentation>(AugmentOptionsFrom(config));
+  const OpenedDataset data = OpenDataset(config.dataset, data_dir, DatasetOptionsFrom(config), augmentation);
   const double load_seconds = SecondsSince(load_start);
   for (const std::string& warning : data.warnings) log.warn("{}", warning);
-  summary["class_names"] = data.train.class_names;
-  const auto augmentation = std::make_shared<const Augmentation>(AugmentOptionsFrom(config));
-  const ImageSize image_size = augmentation->OutputSize({data.train.height(), data.train.width()});
+  if (config.data_on_device && !data.memory) {
+    throw BadInputError(fmt::format("--data-on-device keeps the decoded training set on the device, but --data-loading "
+                                    "{} chose to stream {} (too large to hold decoded); pass --data-loading memory or "
+                                    "drop --data-on-device", config.data_loading, data.folder));
+  }
+  summary["class_names"] = data.train->class_names();
+  summary["data_loading"] = data.data_loading;
+  summary["train_samples"] = data.train->size();
+  summary["test_samples"] = data.test->size();
+  const ImageSize image_size = data.train->image_size();
+  // Streamed images that could not be decoded (--on-bad-image skip): logged as found, counted in
+  // the summary.
+  auto report_skipped_images = [&] {
+    for (const auto* source : {data.train.get(), data.test.get()}) {
+      for (const std::string& message : source->TakeNewlySkipped()) log.warn("{}", message);
+    }
+    summary["skipped_images"] = data.train->skipped() + data.test->skipped();
+  };
 
   // Model, DDP wrapper and optimizer.
-  const ModelShape shape{data.train.channels(), data.train.num_classes(), image_size.height, image_size.width};
+  const ModelShape shape{data.train->channels(), data.train->num_classes(), image_size.height, image_size.width};
   auto model = MakeModel(config.model, shape);
   model->to(device);
   ConvertModelForPrecision(*model, precision);
@@ -322,14 +343,13 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
                                                  skip_nonfinite, device, replicated.get());
   }
 
-  DistributedSampler sampler(data.train.size(), world.rank, world.world_size, /*shuffle=*/true, config.seed);
+  DistributedSampler sampler(data.train->size(), world.rank, world.world_size, /*shuffle=*/true, config.seed);
   std::optional<BatchLoader> loader;      // host batches, unless the data set lives on the device
   std::unique_ptr<BatchSource> batches;  // batches on the training device (--mode dp: on the host)
   if (config.data_on_device) {
-    batches = std::make_unique<DeviceResidentBatches>(data.train, micro_batch, device);
+    batches = std::make_unique<DeviceResidentBatches>(data.memory->train, micro_batch, device);
   } else {
-    loader.emplace(data.train, LoaderOptions{micro_batch, static_cast<int>(config.num_workers), 2, device.is_cuda(),
-                                             augmentation});
+    loader.emplace(data.train, LoaderOptions{micro_batch, static_cast<int>(config.num_workers), 2, device.is_cuda()});
     // --mode dp: batches stay in (pinned) host memory; each replica copies its own slice.
     batches = std::make_unique<DevicePrefetcher>(*loader, data_parallel ? torch::Device(torch::kCPU) : device);
   }
@@ -384,8 +404,14 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
                    {"intra-op threads", std::to_string(torch::get_num_threads())},
                    {"cpu kernels", at::get_cpu_capability()},
                    {"data", fmt::format("{} train + {} test images {}x{}x{} from {} ({:.2f} s)",
-                                        data.train.size(), data.test.size(), data.train.channels(),
-                                        data.train.height(), data.train.width(), data.folder, load_seconds)},
+                                        data.train->size(), data.test->size(), data.train->channels(),
+                                        image_size.height, image_size.width, data.folder, load_seconds)},
+                   {"data loading", data.data_loading == "memory"
+                                        ? std::string("memory (decoded once)")
+                                        : fmt::format("stream (decoded every epoch by {})",
+                                                      config.num_workers > 0
+                                                          ? fmt::format("{} loader threads", config.num_workers)
+                                                          : std::string("the training thread"))},
                    {"model", fmt::format("{} ({} parameters)", config.model, CountParameters(*model))},
                    {"model dtype / autocast", fmt::format("{} / {}", c10::toString(ModelDtype(precision)),
                                                            AutocastDtype(precision)
@@ -626,9 +652,11 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
 
     WorkerStatus::Current().SetPhase("evaluating");
     const auto eval_start = Clock::now();
-    const Evaluation eval = Evaluate(*model, data.test, config.eval_batch_size, device, precision, world.rank,
-                                     ranks, augmentation->ForEvaluation(), config.channels_last);
+    const Evaluation eval = Evaluate(*model, data.test, config.eval_batch_size,
+                                     data.memory ? 0 : static_cast<int>(config.num_workers), device, precision,
+                                     world.rank, ranks, config.channels_last);
     const double eval_seconds = SecondsSince(eval_start);
+    report_skipped_images();
     if (!std::isfinite(train_loss)) {
       record_scaler();
       throw DivergedError(fmt::format("training loss became {} in epoch {} (step {}){}; lower --lr",

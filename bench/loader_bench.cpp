@@ -1,0 +1,122 @@
+// mgpu-loader-bench: throughput of the streaming image loader alone (no model): read, decode,
+// RandomResizedCrop(224) + horizontal flip, normalize, batch, as training with
+// --data-loading stream --augment rrc-flip --resize 224 does, on an ImageFolder's training split.
+//
+//   mgpu-loader-bench --data-dir DIR [--num-workers N] [--batch-size 256] [--size 224]
+//                     [--max-images M] [--seed S]
+//
+// DIR holds DIR/train/<class>/*.jpg (bench/make_jpeg_folder.py writes one). The epoch order is
+// a seeded shuffle; --max-images stops after the batches covering M images (0: the whole
+// epoch). Prints one JSON line: images, seconds (from the loader's construction to the last
+// batch, thread start-up included, as PyTorch's DataLoader is timed in loader_reference.py),
+// images_per_second, index_seconds (listing the folder, before the clock starts) and
+// peak_rss_bytes (VmHWM: the process's peak resident memory, file list included).
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <iostream>
+#include <numeric>
+#include <random>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "common/status.h"
+#include "data/batch_loader.h"
+#include "data/streaming_images.h"
+
+namespace mgpu {
+namespace {
+
+struct Options {
+  std::string data_dir;
+  int num_workers = 0;
+  int64_t batch_size = 256;
+  int64_t size = 224;
+  int64_t max_images = 0;
+  uint64_t seed = 0;
+};
+
+// Peak resident set size in bytes (VmHWM of /proc/self/status), or -1 if unreadable.
+int64_t PeakRssBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // "VmHWM:  1234 kB"
+  }
+  return -1;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int Run(const Options& options) {
+  using Clock = std::chrono::steady_clock;
+  const auto index_start = Clock::now();
+  EncodedDataset listing = ListStreamingImageFolder(options.data_dir);
+  const double index_seconds = SecondsSince(index_start);
+  auto source = std::make_shared<const StreamingImages>(
+      std::move(listing.train), listing.class_names,
+      StreamOptions{"bench/train", options.size, StreamTransform::kRandomResizedCropFlip, false, options.seed});
+  std::vector<int64_t> order(static_cast<size_t>(source->size()));
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(options.seed));
+  if (options.max_images > 0 && options.max_images < source->size()) {
+    const int64_t batches = (options.max_images + options.batch_size - 1) / options.batch_size;
+    order.resize(static_cast<size_t>(std::min<int64_t>(batches * options.batch_size, source->size())));
+  }
+
+  const auto start = Clock::now();
+  BatchLoader loader(source, LoaderOptions{options.batch_size, options.num_workers, 2});
+  loader.StartEpoch(order, 0);
+  int64_t images = 0;
+  double checksum = 0;  // touches every batch, so that nothing is optimized away
+  while (auto batch = loader.Next()) {
+    images += batch->labels.size(0);
+    checksum += batch->images[0][0][0][0].item<float>();
+  }
+  const double seconds = SecondsSince(start);
+  std::cout << nlohmann::json{{"loader", "mgpu"},
+                              {"num_workers", options.num_workers},
+                              {"batch_size", options.batch_size},
+                              {"size", options.size},
+                              {"images", images},
+                              {"dataset_images", source->size()},
+                              {"seconds", seconds},
+                              {"images_per_second", static_cast<double>(images) / seconds},
+                              {"index_seconds", index_seconds},
+                              {"peak_rss_bytes", PeakRssBytes()},
+                              {"checksum", checksum}}
+                   .dump()
+            << std::endl;
+  return 0;
+}
+
+}  // namespace
+}  // namespace mgpu
+
+int main(int argc, char** argv) {
+  mgpu::Options options;
+  CLI::App app{"Throughput of mgpu's streaming image loader (decode + RandomResizedCrop + flip + normalize)"};
+  app.add_option("--data-dir", options.data_dir, "ImageFolder root: DIR/train/<class>/*.jpg")->required();
+  app.add_option("--num-workers", options.num_workers, "loader threads (0: the calling thread)")->check(CLI::Range(0, 1024));
+  app.add_option("--batch-size", options.batch_size, "images per batch")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--size", options.size, "output side (RandomResizedCrop)")->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  app.add_option("--max-images", options.max_images, "stop after the batches covering this many images (0: one epoch)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  app.add_option("--seed", options.seed, "shuffle and crop seed");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return mgpu::Run(options);
+  } catch (const mgpu::Error& e) {
+    std::cerr << "mgpu-loader-bench: " << e.what() << std::endl;
+    return static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    std::cerr << "mgpu-loader-bench: " << e.what() << std::endl;
+    return 1;
+  }
+}
