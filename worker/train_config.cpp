@@ -474,7 +474,7 @@ std::vector<OptionSpec> BuildOptions() {
                                    "seed-style: the file name --checkpoint writes (default <model>.pth); given "
                                    "alone, the file goes into the output folder");
     name.set = [](TrainConfig& c, const std::string& t) {
-      if (t.empty() || t == "." || t == ".." || t.find('/') != std::string::npos) {
+      if (t == "." || t == ".." || t.find('/') != std::string::npos) {  // "": the default name
         throw BadInputError(fmt::format("'{}' is not a file name; give a name such as alexnet_cifar10.pth, and the "
                                         "folder with --checkpoint DIR", t));
       }
