@@ -29,6 +29,10 @@ struct JpegErrorManager {
   char message[JMSG_LENGTH_MAX];
 };
 
+// libjpeg's text for JERR_BAD_LIB_VERSION, which no image can cause: the program was compiled
+// against one libjpeg's headers and runs with another's library.
+constexpr char kJpegLibraryMismatch[] = "Wrong JPEG library version";
+
 void JpegErrorExit(j_common_ptr info) {
   auto* manager = reinterpret_cast<JpegErrorManager*>(info->err);
   manager->base.format_message(info, manager->message);
@@ -40,15 +44,31 @@ void JpegEmitMessage(j_common_ptr info, int level) {
   if (level < 0 && (code == JWRN_JPEG_EOF || code == JWRN_HIT_MARKER)) JpegErrorExit(info);
 }
 
+// Routes `info`'s errors to `errors`: libjpeg's message is kept and error_exit longjmps to
+// errors.jump, which the caller sets with setjmp (in its own frame) before any other libjpeg call.
+void RouteErrors(jpeg_decompress_struct& info, JpegErrorManager& errors) {
+  info.err = jpeg_std_error(&errors.base);
+  errors.base.error_exit = JpegErrorExit;
+  errors.base.emit_message = JpegEmitMessage;
+  errors.message[0] = '\0';
+}
+
+[[noreturn]] void ThrowDecodeError(const std::string& name, const std::string& error) {
+  if (error.rfind(kJpegLibraryMismatch, 0) == 0) {
+    throw Error(ExitCode::kFailure,
+                fmt::format("cannot decode {}: {}. This build of mgpu mixes one libjpeg's headers with another's "
+                            "library (check which jconfig.h the compiler saw and which libjpeg.so `ldd` shows); "
+                            "rebuild against one libjpeg", name, error));
+  }
+  throw BadInputError(fmt::format("{}: cannot decode the image: {}", name, error));
+}
+
 // Returns an empty string on success, else libjpeg's message. Only trivially destructible
 // objects live between setjmp and a longjmp.
 std::string DecodeJpeg(const uint8_t* bytes, size_t size, DecodedImage& image) {
   jpeg_decompress_struct info;
   JpegErrorManager errors;
-  info.err = jpeg_std_error(&errors.base);
-  errors.base.error_exit = JpegErrorExit;
-  errors.base.emit_message = JpegEmitMessage;
-  errors.message[0] = '\0';
+  RouteErrors(info, errors);
   if (setjmp(errors.jump) != 0) {
     jpeg_destroy_decompress(&info);
     return errors.message;
@@ -106,10 +126,7 @@ std::string DecodeJpegRegion(const uint8_t* bytes, size_t size, const std::funct
                              ImageSize min_size, DecodedRegion& region) {
   jpeg_decompress_struct info;
   JpegErrorManager errors;
-  info.err = jpeg_std_error(&errors.base);
-  errors.base.error_exit = JpegErrorExit;
-  errors.base.emit_message = JpegEmitMessage;
-  errors.message[0] = '\0';
+  RouteErrors(info, errors);
   if (setjmp(errors.jump) != 0) {
     jpeg_destroy_decompress(&info);
     return errors.message;
@@ -181,7 +198,7 @@ DecodedImage DecodeImageBytes(const uint8_t* bytes, size_t size, const std::stri
   } else {
     ThrowUnknownFormat(name, size);
   }
-  if (!error.empty()) throw BadInputError(fmt::format("{}: cannot decode the image: {}", name, error));
+  if (!error.empty()) ThrowDecodeError(name, error);
   if (image.height == 0 || image.width == 0) {
     throw BadInputError(fmt::format("{}: the image is empty (0 pixels)", name));
   }
@@ -193,7 +210,7 @@ DecodedRegion DecodeImageRegion(const uint8_t* bytes, size_t size, const std::st
   DecodedRegion region;
   if (IsJpeg(bytes, size)) {
     const std::string error = DecodeJpegRegion(bytes, size, pick, min_size, region);
-    if (!error.empty()) throw BadInputError(fmt::format("{}: cannot decode the image: {}", name, error));
+    if (!error.empty()) ThrowDecodeError(name, error);
     return region;
   }
   if (!IsPng(bytes, size)) ThrowUnknownFormat(name, size);

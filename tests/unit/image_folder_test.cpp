@@ -3,15 +3,15 @@
 // skipped as asked, and always reported with their path.
 #include <gtest/gtest.h>
 
-#include <cstdio>
+#include <cstring>
 
-#include <jpeglib.h>
 #include <png.h>
 
 #include "common/files.h"
 #include "common/status.h"
 #include "data/image_codec.h"
 #include "data/image_folder.h"
+#include "tests/support/image_files.h"
 #include "tests/support/test_support.h"
 
 namespace mgpu {
@@ -37,27 +37,7 @@ void WritePng(const std::string& path, int width, int height, const std::vector<
 }
 
 void WriteJpeg(const std::string& path, int width, int height, const std::vector<uint8_t>& rgb) {
-  FILE* file = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(file, nullptr) << path;
-  jpeg_compress_struct info;
-  jpeg_error_mgr errors;
-  info.err = jpeg_std_error(&errors);
-  jpeg_create_compress(&info);
-  jpeg_stdio_dest(&info, file);
-  info.image_width = static_cast<JDIMENSION>(width);
-  info.image_height = static_cast<JDIMENSION>(height);
-  info.input_components = 3;
-  info.in_color_space = JCS_RGB;
-  jpeg_set_defaults(&info);
-  jpeg_set_quality(&info, 95, TRUE);
-  jpeg_start_compress(&info, TRUE);
-  while (info.next_scanline < info.image_height) {
-    JSAMPROW row = const_cast<uint8_t*>(rgb.data()) + static_cast<size_t>(info.next_scanline) * width * 3;
-    jpeg_write_scanlines(&info, &row, 1);
-  }
-  jpeg_finish_compress(&info);
-  jpeg_destroy_compress(&info);
-  std::fclose(file);
+  WriteBytes(path, EncodeJpeg(width, height, rgb));
 }
 
 // train/{cat,dog}/ with a red PNG and a blue JPEG cat, a green PNG dog; test/ with one of each.
