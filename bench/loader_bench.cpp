@@ -10,11 +10,10 @@
 // epoch). Prints one JSON line: images, seconds (from the loader's construction to the last
 // batch, thread start-up included, as PyTorch's DataLoader is timed in loader_reference.py),
 // images_per_second, index_seconds (listing the folder, before the clock starts) and
-// peak_rss_bytes (VmHWM: the process's peak resident memory, file list included).
+// peak_rss_bytes (the process's peak resident memory, getrusage's ru_maxrss, file list included).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <fstream>
 #include <iostream>
 #include <numeric>
 #include <random>
@@ -24,6 +23,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "common/files.h"
 #include "common/status.h"
 #include "data/batch_loader.h"
 #include "data/streaming_images.h"
@@ -39,16 +39,6 @@ struct Options {
   int64_t max_images = 0;
   uint64_t seed = 0;
 };
-
-// Peak resident set size in bytes (VmHWM of /proc/self/status), or -1 if unreadable.
-int64_t PeakRssBytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // "VmHWM:  1234 kB"
-  }
-  return -1;
-}
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

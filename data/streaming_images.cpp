@@ -1,9 +1,5 @@
 #include "data/streaming_images.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -16,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "common/files.h"
+#include "common/read_only_file.h"
 #include "common/status.h"
 #include "data/counter_rng.h"
 #include "data/image_codec.h"
@@ -46,40 +43,15 @@ EncodedSamples FromFolderSplit(ImageFolderSplit split) {
   return samples;
 }
 
-class Fd {
- public:
-  explicit Fd(const std::string& path) : fd_(open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 // `size` bytes at `offset` of `path` (size < 0: the whole file). Throws BadInputError.
 std::vector<uint8_t> ReadSpan(const std::string& path, int64_t offset, int64_t size) {
-  const Fd fd(path);
-  if (fd.get() < 0) throw BadInputError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  if (size < 0) {
-    struct stat info;
-    if (fstat(fd.get(), &info) != 0) throw BadInputError(fmt::format("{}: cannot stat: {}", path, std::strerror(errno)));
-    size = info.st_size;
-  }
+  const ReadOnlyFile file(path);
+  if (size < 0) size = file.Size();
   std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  int64_t done = 0;
-  while (done < size) {
-    const ssize_t n = pread(fd.get(), bytes.data() + done, static_cast<size_t>(size - done), static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw BadInputError(fmt::format("{}: cannot read at byte {}: {}", path, offset + done, std::strerror(errno)));
-    if (n == 0) {
-      throw BadInputError(fmt::format("{}: the file ends at byte {}, before the {} bytes expected at byte {}",
-                                      path, offset + done, size, offset));
-    }
-    done += n;
+  const int64_t got = file.ReadAt(offset, bytes.data(), size);
+  if (got < size) {
+    throw BadInputError(fmt::format("{}: the file ends at byte {}, before the {} bytes expected at byte {}",
+                                    path, offset + got, size, offset));
   }
   return bytes;
 }

@@ -1,15 +1,11 @@
 #include "data/tar_index.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
 
+#include "common/read_only_file.h"
 #include "common/status.h"
 
 namespace mgpu {
@@ -82,49 +78,16 @@ std::string PaxPath(const std::string& records) {
   return "";
 }
 
-class File {
- public:
-  explicit File(const std::string& path) : fd_(open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
-  ~File() {
-    if (fd_ >= 0) close(fd_);
-  }
-  File(const File&) = delete;
-  File& operator=(const File&) = delete;
-  int fd() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-// Reads up to `length` bytes at `offset`; returns how many (fewer only at the end of the file).
-int64_t ReadAt(const File& file, const std::string& path, int64_t offset, void* out, int64_t length) {
-  int64_t done = 0;
-  while (done < length) {
-    const ssize_t n = pread(file.fd(), static_cast<char*>(out) + done, static_cast<size_t>(length - done),
-                            static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw BadInputError(fmt::format("{}: cannot read at byte {}: {}", path, offset + done, std::strerror(errno)));
-    if (n == 0) break;
-    done += n;
-  }
-  return done;
-}
-
 }  // namespace
 
 std::vector<TarMember> ReadTarIndex(const std::string& path) {
-  const File file(path);
-  if (file.fd() < 0) throw BadInputError(fmt::format("{}: cannot open the tar file: {}", path, std::strerror(errno)));
-  struct stat info;
-  if (fstat(file.fd(), &info) != 0) {
-    throw BadInputError(fmt::format("{}: cannot stat the tar file: {}", path, std::strerror(errno)));
-  }
-  const int64_t file_size = info.st_size;
+  const ReadOnlyFile file(path);
+  const int64_t file_size = file.Size();
   std::vector<TarMember> members;
   std::string long_name;  // from a GNU 'L' or pax 'x' entry, for the next member
   uint8_t header[kBlock];
   for (int64_t offset = 0; offset < file_size;) {
-    const int64_t got = ReadAt(file, path, offset, header, kBlock);
+    const int64_t got = file.ReadAt(offset, header, kBlock);
     if (got < kBlock) {
       throw BadInputError(fmt::format("{}: truncated tar: the header at byte {} is cut short ({} of 512 bytes); "
                                       "the file is incomplete, copy or create it again", path, offset, got));
@@ -151,7 +114,7 @@ std::vector<TarMember> ReadTarIndex(const std::string& path) {
     const char type = static_cast<char>(header[kTypeAt]);
     if (type == 'L' || type == 'x') {
       std::string content(static_cast<size_t>(size), '\0');
-      ReadAt(file, path, data, content.data(), size);
+      file.ReadAt(data, content.data(), size);
       long_name = type == 'L' ? std::string(content.c_str()) : PaxPath(content);
     } else if (type == '0' || type == '\0' || type == '7') {
       std::string name = long_name;
