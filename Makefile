@@ -44,13 +44,13 @@ bench-cpu-ddp: build
 
 # The streaming image loader (decode + RandomResizedCrop(224) + flip + normalize, batch 256) against
 # PyTorch's DataLoader + torchvision at 0/2/4/8 workers on 20,000 generated JPEGs, and its peak RSS on a
-# folder 10x larger than memory decoded (bench/loader_throughput.sh; results in bench-loader-DATE/).
+# folder 10x larger than memory decoded (bench/loader_throughput.sh; results in bench/results/DATE-HOST-loader/).
 bench-loader: build
 	bash bench/setup_bench_env.sh $(BUILD_DIR)
 	bash bench/loader_throughput.sh $(BUILD_DIR)/bin/mgpu-loader-bench \
 	  $${MGPU_BENCH_PYTHON:-$${MGPU_CACHE:-$$HOME/.cache/mgpu}/venv-bench/bin/python}
 
-# Every GPU claim against PyTorch on a GPU host (bench/run_all.sh; results in bench-results-DATE/);
+# Every GPU claim against PyTorch on a GPU host (bench/run_all.sh; results in bench/results/DATE-HOST-run-all/);
 # BENCH_GPU_ARGS=--full runs the whole matrix instead of the rows the targets read.
 bench-gpu: build
 	. ./$(ENV_FILE) && MGPU_PYTHON="$$MGPU_PYTHON" bash bench/run_all.sh $(BENCH_GPU_ARGS) $(BUILD_DIR)

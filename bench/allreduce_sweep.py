@@ -17,6 +17,8 @@ import sys
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from results_folder import default_results_folder  # noqa: E402
 ENV = dict(os.environ, NCCL_NVLS_ENABLE="0")
 
 
@@ -35,9 +37,10 @@ def main():
     parser.add_argument("--gpus", type=int, default=torch.cuda.device_count())
     parser.add_argument("--max-bytes", type=int, default=256 << 20)
     parser.add_argument("--iters", type=int, default=20)
-    parser.add_argument("--out", default="allreduce-out")
+    parser.add_argument("--out", help="default: bench/results/<date>-<host>-allreduce/ (bench/results_folder.py)")
     parser.add_argument("--run-timeout", type=int, default=300)
     args = parser.parse_args()
+    args.out = args.out or default_results_folder("allreduce")
     os.makedirs(args.out, exist_ok=True)
     sweep = ["--min-bytes", "8", "--max-bytes", str(args.max_bytes), "--iters", str(args.iters)]
     mgpu = torchrun(args, ["--no-python", os.path.join(args.build, "bin", "mgpu-allreduce-bench"), "--backend", "nccl"]

@@ -38,6 +38,8 @@ import sys
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from results_folder import default_results_folder  # noqa: E402
 
 RUNS = {"fp16 --loss-scale none": ["--precision", "fp16", "--loss-scale", "none", "--on-nonfinite", "stop"],
         "amp-fp16 --loss-scale dynamic": ["--precision", "amp-fp16", "--loss-scale", "dynamic",
@@ -114,7 +116,7 @@ def reproduced(pair):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", default="build-gpu")
-    parser.add_argument("--out", default="divergence-bench-out")
+    parser.add_argument("--out", help="default: bench/results/<date>-<host>-divergence/ (bench/results_folder.py)")
     parser.add_argument("--model", default="resnet18", help="resnet18 or vgg19 (on VGG-19 the rates that break "
                         "float16 break the forward pass of both runs, see docs/BENCHMARKS.md)")
     parser.add_argument("--dataset", default="synthetic", choices=["synthetic", "fashion-mnist"],
@@ -128,6 +130,7 @@ def main():
     parser.add_argument("--run-timeout", type=int, default=120)
     parser.add_argument("--device", default="cuda", help="cuda; cpu (with a small --model) tries the driver out")
     args = parser.parse_args()
+    args.out = args.out or default_results_folder("divergence")
     try:
         lrs = [float(v) for v in args.lrs.split(",")]
         args.seed_list = [int(v) for v in args.seeds.split(",")]

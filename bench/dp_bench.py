@@ -36,6 +36,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from gpu_bench import free_port, log_every_for, measured_throughput  # noqa: E402
+from results_folder import default_results_folder  # noqa: E402
 ENV = dict(os.environ, NCCL_NVLS_ENABLE="0")
 
 
@@ -192,7 +193,7 @@ def ratio(a, b):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", default="build-gpu")
-    parser.add_argument("--out", default="dp-bench-out")
+    parser.add_argument("--out", help="default: bench/results/<date>-<host>-dp/ (bench/results_folder.py)")
     parser.add_argument("--gpus", type=int, default=torch.cuda.device_count())
     parser.add_argument("--batch", type=int, default=512, help="ResNet-18 global batch")
     parser.add_argument("--steps", type=int, default=40)
@@ -211,6 +212,7 @@ def main():
     parser.add_argument("--lenet-graphs", action=argparse.BooleanOptionalAction, default=True,
                         help="also run mgpu's one-GPU and dp LeNet rows with --cuda-graphs")
     args = parser.parse_args()
+    args.out = args.out or default_results_folder("dp")
     if args.gpus < 2:
         raise SystemExit(f"dp_bench needs at least 2 GPUs, found {args.gpus}")
     if args.repeats < 1:

@@ -31,6 +31,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from reference_train import INPUT_SHAPE  # noqa: E402  (the one table of input shapes, shared)
+from results_folder import default_results_folder  # noqa: E402
 
 
 def free_port():
@@ -156,7 +157,7 @@ def fmt_count(v):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", default="build-gpu")
-    parser.add_argument("--out", default="bench-out")
+    parser.add_argument("--out", help="default: bench/results/<date>-<host>-gpu/ (bench/results_folder.py)")
     parser.add_argument("--models", default="resnet18,vgg19", help="any of resnet18, vgg19, resnet50")
     parser.add_argument("--precisions", default="", help="one-GPU rows; default: every one mgpu supports")
     parser.add_argument("--multi-precisions", default="fp32,amp-bf16",
@@ -176,6 +177,7 @@ def main():
     parser.add_argument("--mgpu-flags", default="", help="extra mgpu-worker flags for every mgpu row, e.g. "
                         "'--data-on-device true' (PyTorch's reference holds its batch on the GPU)")
     args = parser.parse_args()
+    args.out = args.out or default_results_folder("gpu")
     os.makedirs(args.out, exist_ok=True)
     gpus = torch.cuda.device_count()
     worlds = [int(w) for w in args.worlds.split(",")] if args.worlds else sorted({1, gpus})

@@ -26,6 +26,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from gpu_bench import free_port, log_every_for, measured_throughput  # noqa: E402
+from results_folder import default_results_folder  # noqa: E402
 
 ENV = dict(os.environ, NCCL_NVLS_ENABLE="0")
 
@@ -68,7 +69,7 @@ def launch(args, how, out):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", default="build-gpu")
-    parser.add_argument("--out", default="launcher-bench-out")
+    parser.add_argument("--out", help="default: bench/results/<date>-<host>-launcher/ (bench/results_folder.py)")
     parser.add_argument("--gpus", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--precision", default="amp-bf16")
@@ -77,6 +78,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--mpirun", default=shutil.which("mpirun") or "mpirun")
     args = parser.parse_args()
+    args.out = args.out or default_results_folder("launcher")
     os.makedirs(args.out, exist_ok=True)
     ways = ["mgpu run", "mpirun", "torchrun"]
     results = {how: [] for how in ways}

@@ -5,18 +5,21 @@
 # larger than memory could hold decoded. Writes OUT_DIR/loader.json (every run) and
 # OUT_DIR/loader.md (the table, with the mgpu / PyTorch ratio).
 #   bash bench/loader_throughput.sh BENCH_BINARY PYTHON [OUT_DIR]
+# OUT_DIR defaults to bench/results/<date>-<host>-loader/ (bench/results_folder.py's rule).
 # PYTHON: one with torch, torchvision, numpy and Pillow (bench/setup_bench_env.sh's venv).
-# Environment: DATA_DIR (default OUT_DIR/jpeg-20k, generated once with make_jpeg_folder.py),
-# BIG_DIR (default OUT_DIR/jpeg-10x-ram, hard links, generated once), WORKERS, MAX_IMAGES (0: the
+# Environment: DATA_DIR (default $MGPU_CACHE/bench-loader/jpeg-20k, MGPU_CACHE defaulting to
+# ~/.cache/mgpu, generated once with make_jpeg_folder.py and kept out of the results folder),
+# BIG_DIR (default beside it, jpeg-10x-ram, hard links, generated once), WORKERS, MAX_IMAGES (0: the
 # whole epoch), RSS_WORKERS (default: the largest of WORKERS), RSS_IMAGES (default 25600: the
 # index of the whole big folder is built; then 100 batches), SKIP_RSS=1 to leave that run out.
 set -euo pipefail
 BENCH=${1:?"usage: bash bench/loader_throughput.sh BENCH_BINARY PYTHON [OUT_DIR]"}
 PYTHON=${2:?"usage: bash bench/loader_throughput.sh BENCH_BINARY PYTHON [OUT_DIR]"}
-OUT_DIR=${3:-bench-loader-$(date +%Y-%m-%d)}
 here=$(cd "$(dirname "$0")" && pwd)
-DATA_DIR=${DATA_DIR:-$OUT_DIR/jpeg-20k}
-BIG_DIR=${BIG_DIR:-$OUT_DIR/jpeg-10x-ram}
+OUT_DIR=${3:-$("$PYTHON" "$here/results_folder.py" loader)}
+DATA_CACHE=${MGPU_CACHE:-$HOME/.cache/mgpu}/bench-loader
+DATA_DIR=${DATA_DIR:-$DATA_CACHE/jpeg-20k}
+BIG_DIR=${BIG_DIR:-$DATA_CACHE/jpeg-10x-ram}
 WORKERS=${WORKERS:-"0 2 4 8"}
 MAX_IMAGES=${MAX_IMAGES:-0}
 RSS_WORKERS=${RSS_WORKERS:-$(echo $WORKERS | tr ' ' '\n' | sort -n | tail -1)}

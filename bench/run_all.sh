@@ -4,6 +4,8 @@
 # host recipe in docs).
 #
 #   bash bench/run_all.sh [--full] BUILD_DIR [OUT_DIR]        (make bench-gpu BUILD_DIR=...)
+# OUT_DIR defaults to bench/results/<date>-<host>-run-all/ (-run-all-full with --full; the rule
+# is bench/results_folder.py's).
 #
 # Runs, in order (each driver writes its JSON into OUT_DIR/<name>/ and prints its tables):
 #   gpu        bench/gpu_bench.py: ResNet-18 and VGG-19 on one GPU in fp32, amp-fp16 and amp-bf16,
@@ -30,7 +32,6 @@ set -uo pipefail
 FULL=false
 if [ "${1:-}" = "--full" ]; then FULL=true; shift; fi
 BUILD=${1:?usage: bash bench/run_all.sh [--full] BUILD_DIR [OUT_DIR]}
-OUT=${2:-bench-results-$(date +%Y-%m-%d)}
 HERE=$(cd "$(dirname "$0")" && pwd)
 export NCCL_NVLS_ENABLE=0
 if [ ! -x "$BUILD/bin/mgpu-worker" ] || [ ! -x "$BUILD/bin/mgpu-allreduce-bench" ]; then
@@ -46,6 +47,8 @@ if [ "$GPUS" -lt 1 ]; then
   echo "run_all.sh: no CUDA device visible (check CUDA_VISIBLE_DEVICES and the driver)" >&2
   exit 2
 fi
+if $FULL; then topic=run-all-full; else topic=run-all; fi
+OUT=${2:-$("$PYTHON" "$HERE/results_folder.py" "$topic")}
 MNIST=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 mkdir -p "$OUT"
 failed=()

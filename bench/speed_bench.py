@@ -34,6 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from dp_bench import mgpu, mnist_dir, python_reference  # noqa: E402
 from gpu_bench import mgpu_run, pytorch_run  # noqa: E402
+from results_folder import default_results_folder  # noqa: E402
 
 FAST = ["--cuda-graphs", "true", "--data-on-device", "true"]
 
@@ -87,7 +88,7 @@ def table(title, rows, key, unit, scale=1.0):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", default="build-gpu")
-    parser.add_argument("--out", default="speed-bench-out")
+    parser.add_argument("--out", help="default: bench/results/<date>-<host>-speed/ (bench/results_folder.py)")
     parser.add_argument("--mnist-dir", default="")
     parser.add_argument("--run-timeout", type=int, default=300)
     parser.add_argument("--only", default="lenet,mnist,resnet", help="which of lenet, mnist, resnet to run")
@@ -95,6 +96,7 @@ def main():
                         help="of each row's variants, only those issue 10's targets compare (PyTorch eager and "
                         "mgpu's fastest); what bench/run_all.sh runs, to stay within its time")
     args = parser.parse_args()
+    args.out = args.out or default_results_folder("speed")
     only = args.only.split(",")
     if not set(only) <= {"lenet", "mnist", "resnet"}:
         raise SystemExit(f"--only {args.only}: expected a comma-separated list of lenet, mnist, resnet")

@@ -25,8 +25,8 @@ std::string NewNcclUniqueId();
 // `max_ctas` caps the thread blocks (SMs) each collective may occupy; 0 leaves it to NCCL. Fewer
 // blocks slow an all-reduce that runs alone but slow the compute it overlaps with less: on 2×H200
 // fp32 DDP backward took 20.2 ms (ResNet-18) and 13.6 ms (VGG-19) with 4 blocks, 20.6 and 14.1
-// with 8 (docs/BENCHMARKS.md). The NCCL_MAX_CTAS environment variable, when set, wins. Throws
-// CollectiveError (host, file:line, NCCL's error text and last error) on failure.
+// with 8 (docs/history/BENCHMARKS-2026-11.md). The NCCL_MAX_CTAS environment variable, when set,
+// wins. Throws CollectiveError (host, file:line, NCCL's error text and last error) on failure.
 std::unique_ptr<Communicator> MakeNcclCommunicator(const std::string& unique_id, int rank, int size,
                                                    int device_index, std::chrono::milliseconds timeout,
                                                    int max_ctas);

@@ -72,7 +72,7 @@ TEST(ModelFactory, UserModelsAreRecognizedAndLabelledForFolderNames) {
   EXPECT_TRUE(IsUserModel("plugin:libnets.so:tiny"));
   EXPECT_FALSE(IsUserModel("resnet18"));
   EXPECT_EQ(ModelLabel("resnet18"), "resnet18");
-  EXPECT_EQ(ModelLabel("torchscript:/home/me/v1.2/my_net.pt"), "torchscript-my_net");
+  EXPECT_EQ(ModelLabel("torchscript:/srv/models/v1.2/my_net.pt"), "torchscript-my_net");
   EXPECT_EQ(ModelLabel("plugin:/opt/nets/libnets.so:tiny_cnn"), "plugin-tiny_cnn");
 }
 
