@@ -63,6 +63,14 @@ Options ReadOptionMap(const std::string& origin, const YAML::Node& node, const s
 
 }  // namespace
 
+std::string QuickRunNote(const ComparePlan& plan) {
+  if (plan.quick_overrides.empty()) return "";
+  std::vector<std::string> settings;
+  for (const auto& [key, value] : plan.quick_overrides) settings.push_back(key + "=" + value);
+  return fmt::format("Quick run (--quick): {} on every run; the description is of the full runs.",
+                     fmt::join(settings, ", "));
+}
+
 ComparePlan ParseComparePlan(const std::string& yaml_text, const std::string& origin, bool quick) {
   YAML::Node root;
   try {
@@ -86,7 +94,8 @@ ComparePlan ParseComparePlan(const std::string& yaml_text, const std::string& or
   plan.description = root["description"] ? root["description"].as<std::string>() : "";
   Options base = ReadOptionMap(origin, root["base"], "base");
   if (quick) {
-    for (const auto& [key, value] : ReadOptionMap(origin, root["quick"], "quick")) SetOption(base, key, value);
+    plan.quick_overrides = ReadOptionMap(origin, root["quick"], "quick");
+    for (const auto& [key, value] : plan.quick_overrides) SetOption(base, key, value);
   }
 
   // The matrix: every combination, named "key=value,key=value".

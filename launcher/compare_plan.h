@@ -25,9 +25,16 @@ struct PlannedRun {
 
 struct ComparePlan {
   std::string name;
-  std::string description;
+  std::string description;  // the file's, which describes the full runs
+  // The file's 'quick' section when parsed for --quick (empty otherwise): the reports say that
+  // these ran on top of what the description says.
+  std::vector<std::pair<std::string, std::string>> quick_overrides;
   std::vector<PlannedRun> runs;
 };
+
+// "Quick run (--quick): max-steps=100 on every run; the description is of the full runs." for a
+// plan parsed with --quick, else "".
+std::string QuickRunNote(const ComparePlan& plan);
 
 // Parses YAML text; `origin` names it in error messages. Throws BadInputError.
 ComparePlan ParseComparePlan(const std::string& yaml_text, const std::string& origin, bool quick);

@@ -1,8 +1,13 @@
 #include "launcher/comparison_report.h"
 
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "common/files.h"
+#include "launcher/repeat_stats.h"
 #include "launcher/report_html.h"
 #include "report/csv_writer.h"
 
@@ -26,6 +31,31 @@ std::string Fixed(const nlohmann::json& value, int digits) {
 
 bool HasSummary(const ComparisonRow& r) { return r.summary.is_object(); }
 
+// A failed run's times and throughput mean nothing (it stopped early, or never started): "-".
+bool HasResults(const ComparisonRow& r) { return HasSummary(r) && !RunFailed(r); }
+
+// The throughput of every repeat, when the row ran more than once and every repeat succeeded.
+std::optional<RepeatStats> ThroughputStats(const ComparisonRow& r) {
+  if (r.samples.size() < 2) return std::nullopt;
+  std::vector<double> rates;
+  for (const RunSample& sample : r.samples) {
+    const double rate = SummaryImagesPerSecond(sample.summary);
+    if (sample.exit_code != 0 || !std::isfinite(rate)) return std::nullopt;
+    rates.push_back(rate);
+  }
+  return SummarizeRepeats(rates);
+}
+
+std::string Outliers(const ComparisonRow& r) {
+  const std::optional<RepeatStats> stats = ThroughputStats(r);
+  if (!stats || stats->outliers.empty()) return "-";
+  std::vector<std::string> named;
+  for (size_t i : stats->outliers) {
+    named.push_back(fmt::format("repeat {} ({:.0f} img/s)", i + 1, SummaryImagesPerSecond(r.samples[i].summary)));
+  }
+  return fmt::format("{}", fmt::join(named, "; "));
+}
+
 std::string Status(const ComparisonRow& r) {
   if (!RunFailed(r)) return "ok";
   return HasSummary(r) ? fmt::format("failed (exit {})", r.exit_code)
@@ -38,8 +68,8 @@ std::string Field(const ComparisonRow& r, const char* key) {
   return v.is_string() ? v.get<std::string>() : v.dump();
 }
 
-const std::vector<Column>& Columns() {
-  static const std::vector<Column> columns = {
+std::vector<Column> Columns(const std::vector<ComparisonRow>& rows) {
+  std::vector<Column> columns = {
       {"run", [](const ComparisonRow& r) { return r.name; }},
       {"mode", [](const ComparisonRow& r) { return Field(r, "mode"); }},
       {"world", [](const ComparisonRow& r) { return Field(r, "world_size"); }},
@@ -48,17 +78,17 @@ const std::vector<Column>& Columns() {
       {"batch", [](const ComparisonRow& r) { return Field(r, "batch_size"); }},
       {"status", Status},
       {"accuracy %", [](const ComparisonRow& r) { return HasSummary(r) ? Fixed(r.summary["test_accuracy"], 2) : "-"; }},
-      {"total s", [](const ComparisonRow& r) { return HasSummary(r) ? Fixed(r.summary["total_seconds"], 1) : "-"; }},
+      {"total s", [](const ComparisonRow& r) { return HasResults(r) ? Fixed(r.summary["total_seconds"], 1) : "-"; }},
       {"train s", [](const ComparisonRow& r) {
-         return HasSummary(r) ? fmt::format("{:.1f}", Sum(r.summary["epochs_detail"], "seconds")) : "-"; }},
+         return HasResults(r) ? fmt::format("{:.1f}", Sum(r.summary["epochs_detail"], "seconds")) : "-"; }},
       {"data wait s", [](const ComparisonRow& r) {
-         return HasSummary(r) ? fmt::format("{:.1f}", Sum(r.summary["epochs_detail"], "data_wait_seconds")) : "-"; }},
+         return HasResults(r) ? fmt::format("{:.1f}", Sum(r.summary["epochs_detail"], "data_wait_seconds")) : "-"; }},
       {"compute s", [](const ComparisonRow& r) {
-         return HasSummary(r) ? fmt::format("{:.1f}", Sum(r.summary["epochs_detail"], "compute_seconds")) : "-"; }},
+         return HasResults(r) ? fmt::format("{:.1f}", Sum(r.summary["epochs_detail"], "compute_seconds")) : "-"; }},
       {"img/s", [](const ComparisonRow& r) {
-         if (!HasSummary(r)) return std::string("-");
-         const auto& epochs = r.summary["epochs_detail"];
-         return epochs.empty() ? std::string("-") : Fixed(epochs.back()["images_per_second"], 0); }},
+         if (const std::optional<RepeatStats> stats = ThroughputStats(r)) return fmt::format("{:.0f}", stats->median);
+         const double rate = HasResults(r) ? SummaryImagesPerSecond(r.summary) : NAN;
+         return std::isfinite(rate) ? fmt::format("{:.0f}", rate) : std::string("-"); }},
       {"peak MiB", [](const ComparisonRow& r) {
          if (!HasSummary(r) || !r.summary["peak_memory_bytes"].is_array() || r.summary["peak_memory_bytes"].empty())
            return std::string("-");
@@ -66,25 +96,41 @@ const std::vector<Column>& Columns() {
          for (const auto& b : r.summary["peak_memory_bytes"]) peak = std::max(peak, b.get<double>());
          return fmt::format("{:.0f}", peak / (1 << 20)); }},
   };
+  // With --repeat: how many ran, how far their throughputs spread, and which strayed.
+  const bool repeated = std::any_of(rows.begin(), rows.end(), [](const ComparisonRow& r) { return r.samples.size() > 1; });
+  if (repeated) {
+    columns.push_back({"repeats", [](const ComparisonRow& r) { return std::to_string(std::max<size_t>(1, r.samples.size())); }});
+    columns.push_back({"img/s spread %", [](const ComparisonRow& r) {
+                         const std::optional<RepeatStats> stats = ThroughputStats(r);
+                         return stats ? fmt::format("{:.1f}", 100 * stats->spread) : std::string("-"); }});
+    columns.push_back({"outliers", Outliers});
+  }
   return columns;
 }
 
 std::string Markdown(const ComparePlan& plan, const std::vector<ComparisonRow>& rows) {
   std::string md = fmt::format("# {}\n\n", plan.name);
   if (!plan.description.empty()) md += plan.description + "\n\n";
+  if (!QuickRunNote(plan).empty()) md += QuickRunNote(plan) + "\n\n";
+  const std::vector<Column> columns = Columns(rows);
   std::string header = "|", rule = "|";
-  for (const auto& c : Columns()) {
+  for (const auto& c : columns) {
     header += " " + c.header + " |";
     rule += " --- |";
   }
   md += header + "\n" + rule + "\n";
   for (const auto& row : rows) {
     md += "|";
-    for (const auto& c : Columns()) md += " " + c.cell(row) + " |";
+    for (const auto& c : columns) md += " " + c.cell(row) + " |";
     md += "\n";
   }
   md += "\nTimes: `train s` is the sum of epoch times (training only), split into `data wait s` "
         "(waiting for the loader) and `compute s`; `total s` includes start-up and evaluation.\n";
+  if (std::any_of(rows.begin(), rows.end(), [](const ComparisonRow& r) { return r.samples.size() > 1; })) {
+    md += fmt::format("\nRepeats: each row's `img/s` is the median of its repeats, and its other columns "
+                      "those of the median repeat; `img/s spread %` is (max - min) / median; a repeat more "
+                      "than {:.0f}% from the median is an outlier.\n", 100 * kOutlierFraction);
+  }
   for (const auto& row : rows) {
     md += fmt::format("\n## {}\n\nOutput folder: `{}`\n", row.name, row.folder);
     if (!HasSummary(row)) {
@@ -108,6 +154,37 @@ std::string Markdown(const ComparePlan& plan, const std::vector<ComparisonRow>& 
 
 }  // namespace
 
+double SummaryImagesPerSecond(const nlohmann::json& summary) {
+  if (!summary.is_object() || !summary.contains("epochs_detail") || !summary["epochs_detail"].is_array() ||
+      summary["epochs_detail"].empty()) {
+    return NAN;
+  }
+  const nlohmann::json& last = summary["epochs_detail"].back();
+  return last.is_object() && last.contains("images_per_second") && last["images_per_second"].is_number()
+             ? last["images_per_second"].get<double>() : NAN;
+}
+
+void AddSample(ComparisonRow& row, RunSample sample) {
+  row.samples.push_back(std::move(sample));
+  const RunSample* chosen = nullptr;
+  for (const RunSample& s : row.samples) {
+    const bool failed = s.exit_code != 0 || !s.summary.is_object() || s.summary.value("status", "") != "ok";
+    if (failed) {
+      chosen = &s;
+      break;
+    }
+  }
+  if (chosen == nullptr) {
+    std::vector<double> rates;
+    for (const RunSample& s : row.samples) rates.push_back(SummaryImagesPerSecond(s.summary));
+    const bool measurable = std::all_of(rates.begin(), rates.end(), [](double r) { return std::isfinite(r); });
+    chosen = &row.samples[measurable ? SummarizeRepeats(rates).representative : row.samples.size() - 1];
+  }
+  row.folder = chosen->folder;
+  row.exit_code = chosen->exit_code;
+  row.summary = chosen->summary;
+}
+
 bool RunFailed(const ComparisonRow& row) {
   return row.exit_code != 0 || !HasSummary(row) || row.summary.value("status", "") != "ok";
 }
@@ -122,29 +199,47 @@ std::string RunError(const ComparisonRow& row) {
 }
 
 void WriteComparison(const std::string& out, const ComparePlan& plan, const std::vector<ComparisonRow>& rows) {
+  const std::vector<Column> columns = Columns(rows);
   std::string csv;
-  for (size_t i = 0; i < Columns().size(); ++i) csv += (i ? "," : "") + CsvEscape(Columns()[i].header);
+  for (size_t i = 0; i < columns.size(); ++i) csv += (i ? "," : "") + CsvEscape(columns[i].header);
   csv += ",folder,error\n";
   for (const auto& row : rows) {
-    for (size_t i = 0; i < Columns().size(); ++i) csv += (i ? "," : "") + CsvEscape(Columns()[i].cell(row));
+    for (size_t i = 0; i < columns.size(); ++i) csv += (i ? "," : "") + CsvEscape(columns[i].cell(row));
     csv += "," + CsvEscape(row.folder) + "," + CsvEscape(RunFailed(row) ? RunError(row) : "") + "\n";
   }
   WriteFileAtomically(out + "/comparison.csv", csv);
 
   nlohmann::json runs = nlohmann::json::array();
   for (const auto& row : rows) {
-    runs.push_back({{"name", row.name}, {"folder", row.folder}, {"exit_code", row.exit_code},
-                    {"summary", row.summary}});
+    nlohmann::json entry = {{"name", row.name}, {"folder", row.folder}, {"exit_code", row.exit_code},
+                            {"summary", row.summary}};
+    if (row.samples.size() > 1) {
+      nlohmann::json repeats = nlohmann::json::array();
+      for (const RunSample& s : row.samples) {
+        const double rate = SummaryImagesPerSecond(s.summary);
+        repeats.push_back({{"folder", s.folder}, {"exit_code", s.exit_code},
+                           {"images_per_second", std::isfinite(rate) ? nlohmann::json(rate) : nlohmann::json()}});
+      }
+      entry["repeats"] = repeats;
+      if (const std::optional<RepeatStats> stats = ThroughputStats(row)) {
+        entry["images_per_second"] = {{"median", stats->median}, {"min", stats->min}, {"max", stats->max},
+                                      {"spread", stats->spread}, {"outlier_repeats", nlohmann::json::array()}};
+        for (size_t i : stats->outliers) entry["images_per_second"]["outlier_repeats"].push_back(i + 1);
+      }
+    }
+    runs.push_back(entry);
   }
-  const nlohmann::json doc = {{"name", plan.name}, {"description", plan.description}, {"runs", runs}};
+  nlohmann::json doc = {{"name", plan.name}, {"description", plan.description}, {"runs", runs}};
+  if (!plan.quick_overrides.empty()) doc["quick_note"] = QuickRunNote(plan);
   WriteFileAtomically(out + "/comparison.json", doc.dump(2) + "\n");
   WriteFileAtomically(out + "/report.md", Markdown(plan, rows));
   WriteFileAtomically(out + "/report.html", ReportHtml(plan, rows));
 }
 
 std::string ComparisonTable(const std::vector<ComparisonRow>& rows) {
+  const std::vector<Column> columns = Columns(rows);
   std::vector<size_t> widths;
-  for (const auto& c : Columns()) {
+  for (const auto& c : columns) {
     size_t w = c.header.size();
     for (const auto& row : rows) w = std::max(w, c.cell(row).size());
     widths.push_back(w);
@@ -155,9 +250,9 @@ std::string ComparisonTable(const std::vector<ComparisonRow>& rows) {
     while (!text.empty() && text.back() == ' ') text.pop_back();
     return text + "\n";
   };
-  std::string table = line([&](size_t i) { return Columns()[i].header; });
+  std::string table = line([&](size_t i) { return columns[i].header; });
   table += line([&](size_t i) { return std::string(widths[i], '-'); });
-  for (const auto& row : rows) table += line([&](size_t i) { return Columns()[i].cell(row); });
+  for (const auto& row : rows) table += line([&](size_t i) { return columns[i].cell(row); });
   return table;
 }
 

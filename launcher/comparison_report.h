@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -12,12 +13,35 @@
 
 namespace mgpu {
 
-struct ComparisonRow {
-  std::string name;
-  std::string folder;        // the run's output folder
-  int exit_code = 0;         // mgpu-worker's exit code
-  nlohmann::json summary;    // the run's summary.json; null if it wrote none
+// One execution of a planned run.
+struct RunSample {
+  std::string folder;      // its output folder
+  int exit_code = 0;       // mgpu-worker's (or mgpu run's) exit code
+  nlohmann::json summary;  // its summary.json; null if it wrote none
 };
+
+// A planned run as reported: the execution that stands for it, and every repeat (`mgpu compare
+// --repeat N`). The one that stands for it is the first failed repeat if any failed, else the
+// repeat of median throughput (launcher/repeat_stats.h).
+struct ComparisonRow {
+  ComparisonRow() = default;
+  // A row of one run, with no repeats recorded.
+  ComparisonRow(std::string name, std::string folder, int exit_code, nlohmann::json summary)
+      : name(std::move(name)), folder(std::move(folder)), exit_code(exit_code), summary(std::move(summary)) {}
+
+  std::string name;
+  std::string folder;        // the representative repeat's output folder
+  int exit_code = 0;         // ... its exit code
+  nlohmann::json summary;    // ... its summary.json; null if it wrote none
+  std::vector<RunSample> samples;  // every repeat, in the order they ran (empty: the row alone)
+};
+
+// Appends `sample` to `row` and makes the row's folder, exit code and summary those of the repeat
+// that now stands for it.
+void AddSample(ComparisonRow& row, RunSample sample);
+
+// Training throughput of a summary: the last epoch's images/s; NaN when there is none.
+double SummaryImagesPerSecond(const nlohmann::json& summary);
 
 // Whether the run failed: a non-zero exit code, no summary.json, or a summary whose status is not
 // "ok". Every report marks the same runs failed.

@@ -61,10 +61,16 @@ int main(int argc, char** argv) {
 
   std::string compare_file, compare_out, demo_out;
   bool compare_quick = false, demo_quick = false;
+  int compare_repeat = 1;
   CLI::App* compare = app.add_subcommand("compare", "run a matrix of trainings and report them side by side");
   compare->add_option("config", compare_file, "comparison YAML (see configs/)")->required();
   compare->add_flag("--quick", compare_quick, "apply the file's 'quick' overrides (a smoke run)");
   compare->add_option("--out", compare_out, "output folder (default runs/<timestamp>-compare-<name>)");
+  compare->add_option("--repeat", compare_repeat,
+                      "run every row N times, round the plan: the report gives the median img/s, the spread, "
+                      "and flags a repeat more than 25% from the median")
+      ->check(CLI::Range(1, 100))
+      ->default_val(1);
   CLI::App* demo = app.add_subcommand("demo", "the embedded default comparison: LeNet on Fashion-MNIST");
   demo->add_flag("--quick", demo_quick, "a shorter smoke run");
   demo->add_option("--out", demo_out, "output folder (default runs/<timestamp>-demo)");
@@ -91,7 +97,7 @@ int main(int argc, char** argv) {
     }
     const ComparePlan plan = ParseComparePlan(text, origin, quick);
     if (out.empty()) out = fmt::format("runs/{}-compare-{}", TimestampForPath(), plan.name);
-    return RunComparison(plan, text, out);
+    return RunComparison(plan, text, out, *compare ? compare_repeat : 1);
   } catch (...) {
     const Status status = StatusFromCurrentException();
     std::fprintf(stderr, "mgpu: %s\n", status.ToString().c_str());

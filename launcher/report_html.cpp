@@ -17,8 +17,10 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kMiB = 1024.0 * 1024.0;
 // A long run logs tens of thousands of steps; more points than pixels only bloats the file.
 constexpr size_t kMaxCurvePoints = 2000;
-// Longest run or class name drawn inside a chart; the full name is in the tooltip and the table.
-constexpr size_t kMaxLabelChars = 18;
+// Longest run or class name drawn inside a chart, under the bars (rotated, the chart grows to fit)
+// and in the legend (its column is 166 px, about 24 characters, and the svg may overflow into the
+// page's margin); the full name is in the tooltip and the table.
+constexpr size_t kMaxLabelChars = 40, kMaxLegendChars = 30;
 // Bar charts' category labels: rotated by this angle (radians) so that long names fit under narrow
 // bars, in 12 px text whose characters are at most this wide (px) and lines this high.
 constexpr double kLabelAngle = 35 * M_PI / 180, kLabelCharWidth = 7, kLabelHeight = 12;
@@ -149,8 +151,12 @@ RunData Extract(const ComparisonRow& row, size_t index) {
   return run;
 }
 
-std::string Truncate(const std::string& text) {
-  return text.size() <= kMaxLabelChars ? text : text.substr(0, kMaxLabelChars - 1) + "~";
+// Cuts the middle out of a long label, keeping its head and its tail: matrix rows share their head
+// ("baseline/num-workers=0", "baseline/num-workers=4") and differ at the end.
+std::string Truncate(const std::string& text, size_t max_chars = kMaxLabelChars) {
+  if (text.size() <= max_chars) return text;
+  const size_t tail = (max_chars - 1) / 2, head = max_chars - 1 - tail;
+  return text.substr(0, head) + "~" + text.substr(text.size() - tail);
 }
 
 // Round tick positions (1, 2 or 5 times a power of ten, and at least `min_step` apart) covering
@@ -230,7 +236,7 @@ class Frame {
       svg_ += fmt::format("<g class=\"legend\"><rect x=\"{0}\" y=\"{1}\" width=\"12\" height=\"12\" fill=\"{2}\"/>"
                           "<text x=\"{3}\" y=\"{4}\">{5}<title>{6}</title></text></g>\n",
                           kRight + 16, y, legend[i].color, kRight + 34, y + 10,
-                          HtmlEscape(Truncate(legend[i].name)), HtmlEscape(legend[i].name));
+                          HtmlEscape(Truncate(legend[i].name, kMaxLegendChars)), HtmlEscape(legend[i].name));
     }
     return svg_ + "</svg>\n";
   }
@@ -442,7 +448,8 @@ std::string ResultsTable(const std::vector<ComparisonRow>& rows, const std::vect
     const bool failed = RunFailed(row);
     const double accuracy = row.summary.is_object() && IsFinite(row.summary.value("test_accuracy", nlohmann::json()))
                                 ? row.summary["test_accuracy"].get<double>() : kNaN;
-    const double seconds = row.summary.is_object() && IsFinite(row.summary.value("total_seconds", nlohmann::json()))
+    // A failed run's time and throughput mean nothing (it stopped early, or never started).
+    const double seconds = !failed && IsFinite(row.summary.value("total_seconds", nlohmann::json()))
                                ? row.summary["total_seconds"].get<double>() : kNaN;
     html += fmt::format(
         "<tr class=\"{}\"><td><span class=\"swatch\" style=\"background:{}\"></span>{}<div class=\"folder\">{}</div></td>"
@@ -450,7 +457,8 @@ std::string ResultsTable(const std::vector<ComparisonRow>& rows, const std::vect
         failed ? "failed" : "ok", runs[i].color, HtmlEscape(row.name), HtmlEscape(row.folder), Cell(row, "mode"),
         Cell(row, "precision"), Cell(row, "num_workers"), Cell(row, "batch_size"),
         failed ? "failed: <span class=\"error\">" + HtmlEscape(RunError(row)) + "</span>" : std::string("ok"),
-        Number(accuracy, 2), Number(seconds, 1), Number(runs[i].images_per_second, 0), Number(runs[i].peak_mib, 0));
+        Number(accuracy, 2), Number(seconds, 1), Number(failed ? kNaN : runs[i].images_per_second, 0),
+        Number(runs[i].peak_mib, 0));
   }
   return html + "</tbody>\n</table>\n<p class=\"note\">time s: whole run including start-up and evaluation; img/s: "
                 "mean training throughput over epochs; peak MiB: largest peak device memory over the ranks.</p>\n"
@@ -494,6 +502,7 @@ std::string ReportHtml(const ComparePlan& plan, const std::vector<ComparisonRow>
                                  "<title>{0}</title>\n<style>\n{1}</style>\n</head>\n<body>\n<h1>{0}</h1>\n",
                                  HtmlEscape(plan.name), kStyle);
   if (!plan.description.empty()) html += "<p>" + HtmlEscape(plan.description) + "</p>\n";
+  if (!QuickRunNote(plan).empty()) html += "<p class=\"note\">" + HtmlEscape(QuickRunNote(plan)) + "</p>\n";
   html += ResultsTable(rows, runs);
   html += LineSection("loss", {"Training loss", "step", "loss"}, runs, &RunData::loss, false,
                       "Per logged step, from each run's metrics.csv.");

@@ -66,6 +66,49 @@ TEST(MgpuCompare, BadPlanIsExitTwoBeforeAnyRun) {
   EXPECT_FALSE(PathExists(dir / "out"));
 }
 
+TEST(MgpuCompare, RepeatRunsEveryRowNTimesAndReportsTheMedianAndSpread) {
+  TempDir dir;
+  WriteTinyMnistLike(dir / "data", 256, 100);
+  WriteBytes(dir / "plan.yaml",
+             "name: repeated\ndescription: two epochs each\n"
+             "base: {data-dir: " + dir / "data" + ", device: cpu, threads: 1, batch-size: 32, epochs: 2}\n"
+             "quick: {max-steps: 3}\n"
+             "runs: [{name: w0, num-workers: 0}, {name: w2, num-workers: 2}]\n");
+  CommandResult result = RunCommand({MGPU_LAUNCHER_BIN, "compare", dir / "plan.yaml", "--quick", "--repeat", "3",
+                                     "--out", dir / "out"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto doc = nlohmann::json::parse(ReadText(dir / "out/comparison.json"));
+  ASSERT_EQ(doc["runs"].size(), 2u);
+  for (const auto& run : doc["runs"]) {
+    ASSERT_EQ(run["repeats"].size(), 3u) << run;
+    for (int k = 1; k <= 3; ++k) {
+      EXPECT_TRUE(PathExists(dir / ("out/" + run["name"].get<std::string>() + "/repeat-" + std::to_string(k) +
+                                    "/summary.json"))) << run["name"] << " repeat " << k;
+    }
+    const auto& rate = run["images_per_second"];
+    EXPECT_LE(rate["min"].get<double>(), rate["median"].get<double>()) << run;
+    EXPECT_LE(rate["median"].get<double>(), rate["max"].get<double>()) << run;
+    EXPECT_TRUE(rate["outlier_repeats"].is_array()) << run;
+  }
+  EXPECT_NE(result.output.find("img/s spread %"), std::string::npos) << result.output;
+  // Repeats go round the plan: w0, w2, w0, w2, ...
+  EXPECT_LT(result.output.find("run 2/6: w2 (repeat 1/3)"), result.output.find("run 3/6: w0 (repeat 2/3)"))
+      << result.output;
+  const std::string report = ReadText(dir / "out/report.md");
+  EXPECT_NE(report.find("two epochs each\n\nQuick run (--quick): max-steps=3 on every run"), std::string::npos)
+      << "the description is not taken for what ran: " << report;
+}
+
+TEST(MgpuCompare, RepeatMustBeAtLeastOne) {
+  TempDir dir;
+  WriteBytes(dir / "plan.yaml", "base: {epochs: 1}\nruns: [{name: a}]\n");
+  CommandResult result =
+      RunCommand({MGPU_LAUNCHER_BIN, "compare", dir / "plan.yaml", "--repeat", "0", "--out", dir / "out"});
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("--repeat"), std::string::npos) << result.output;
+  EXPECT_FALSE(PathExists(dir / "out"));
+}
+
 TEST(MgpuDemo, QuickDemoComparesItsRunsOnFashionMnist) {
   TempDir dir;
   CommandResult result = RunCommand({MGPU_LAUNCHER_BIN, "demo", "--quick", "--out", dir / "demo"});

@@ -177,6 +177,38 @@ TEST(ReportHtml, BarChartsMakeRoomUnderTheBarsForTheirRotatedLabels) {
   EXPECT_LT(gap_for("ab"), gap_for("a-long-run-name-18")) << "short names keep the chart compact";
 }
 
+TEST(ReportHtml, MatrixRowsSharingALongHeadStayTellableApartInCharts) {
+  const nlohmann::json summary = {
+      {"status", "ok"}, {"epochs_detail", nlohmann::json::array({{{"epoch", 0}, {"images_per_second", 10.0}}})}};
+  std::vector<ComparisonRow> rows;
+  for (const char* name : {"baseline/num-workers=0", "baseline/num-workers=2", "baseline/num-workers=4"}) {
+    rows.push_back({name, "/nonexistent", 0, summary});
+  }
+  const std::string very_long = "a-comparison-row-named-at-great-length/num-workers=8";
+  rows.push_back({very_long, "/nonexistent", 0, summary});
+  const std::string bars = SectionOf(ReportHtml(ComparePlan{}, rows), "throughput");
+  for (const char* name : {"baseline/num-workers=0", "baseline/num-workers=2", "baseline/num-workers=4"}) {
+    EXPECT_NE(bars.find(std::string(">") + name + "<"), std::string::npos) << name << " drawn whole: " << bars;
+  }
+  EXPECT_NE(bars.find(">a-comparison-row-nam~ength/num-workers=8<"), std::string::npos)
+      << "a longer name keeps its head and the tail that tells it apart: " << bars;
+}
+
+TEST(ReportHtml, AFailedRunShowsNoTimeOrThroughput) {
+  const nlohmann::json failed = {{"status", "failed"}, {"error", "boom"}, {"total_seconds", 0.0},
+                                 {"epochs_detail", nlohmann::json::array({{{"epoch", 0}, {"images_per_second", 0.0}}})}};
+  const std::string table = SectionOf(ReportHtml(ComparePlan{}, {{"broken", "/nonexistent", 1, failed}}), "results");
+  EXPECT_NE(table.find("boom</span></td><td>-</td><td>-</td><td>-</td>"), std::string::npos) << table;
+}
+
+TEST(ReportHtml, AQuickRunSaysSoUnderTheDescription) {
+  ComparePlan plan = ParseComparePlan("name: p\ndescription: five epochs\nbase: {epochs: 5}\n"
+                                      "quick: {max-steps: 50}\nruns: [{name: a}]\n", "p.yaml", true);
+  const std::string html = ReportHtml(plan, {});
+  EXPECT_NE(html.find("<p>five epochs</p>\n<p class=\"note\">Quick run (--quick): max-steps=50 on every run"),
+            std::string::npos) << html;
+}
+
 TEST(ReportHtml, RunsWithoutAnyDataLeaveNoteInsteadOfCharts) {
   ComparePlan plan;
   plan.name = "all failed";
