@@ -1,6 +1,7 @@
 #include "worker/stop_agreement.h"
 
-#include <c10/core/impl/VirtualGuardImpl.h>
+#include <algorithm>
+#include <cmath>
 
 #include "worker/stop_signal.h"
 
@@ -8,47 +9,49 @@ namespace mgpu {
 
 StopAgreement::StopAgreement(Communicator* communicator, const torch::Device& device)
     : communicator_(communicator && communicator->size() > 1 ? communicator : nullptr),
-      device_(communicator_ && communicator_->backend() == "nccl" ? device : torch::Device(torch::kCPU)),
-      lagged_(device_.is_cuda()) {}
-
-void StopAgreement::Decide(const torch::Tensor& slots) {
-  const torch::Tensor cpu = slots.to(torch::kCPU, torch::kInt32).contiguous();
-  const int32_t* signal = cpu.data_ptr<int32_t>();
-  for (int rank = 0; rank < cpu.numel(); ++rank) {
-    if (signal[rank] != 0) {
-      agreed_ = StopRequest{signal[rank], rank};
-      return;
-    }
-  }
-}
+      device_(communicator_ && communicator_->backend() == "nccl" ? device : torch::Device(torch::kCPU)) {}
 
 std::optional<StopRequest> StopAgreement::AtStepBoundary() {
   if (agreed_) return agreed_;
-  const int received = ReceivedStopSignal();
   if (!communicator_) {
-    if (received != 0) agreed_ = StopRequest{received, 0};
+    if (const int received = ReceivedStopSignal(); received != 0) agreed_ = StopRequest{received, 0};
     return agreed_;
   }
-  torch::Tensor slots = torch::zeros({communicator_->size()}, torch::TensorOptions().dtype(torch::kInt32));
-  slots[communicator_->rank()] = received;
-  slots = slots.to(device_);  // (world) int32
-  communicator_->AllReduceSum(slots, "stop-signal agreement")->Wait();
-  if (!lagged_) {
-    Decide(slots);
-    return agreed_;
-  }
-  // On the device: queue the copy of this call's result, and read the previous call's.
-  InFlight next{torch::empty({slots.numel()}, torch::TensorOptions().dtype(torch::kInt32).pinned_memory(true)),
-                c10::Event(device_.type())};
-  next.host.copy_(slots, /*non_blocking=*/true);
-  next.copied.record(c10::impl::VirtualGuardImpl(device_.type()).getStream(device_));
-  in_flight_.push_back(std::move(next));
-  if (in_flight_.size() > 1) {
-    in_flight_.front().copied.synchronize();
-    Decide(in_flight_.front().host);
-    in_flight_.erase(in_flight_.begin());
-  }
+  ++steps_since_;
+  if (--steps_left_ == 0) Agree();
   return agreed_;
+}
+
+std::optional<StopRequest> StopAgreement::AtEpochEnd() {
+  if (agreed_) return agreed_;
+  if (!communicator_) return AtStepBoundary();
+  Agree();
+  return agreed_;
+}
+
+int64_t StopAgreement::StepsUntilNextAgreement() const {
+  const double seconds = std::chrono::duration<double>(Clock::now() - agreed_at_).count();
+  const double per_step = seconds / static_cast<double>(std::max<int64_t>(steps_since_, 1));
+  const double every = std::chrono::duration<double>(kAgreeEvery).count();
+  return std::clamp<int64_t>(static_cast<int64_t>(std::floor(every / std::max(per_step, 1e-9))), 1, kMaxStepsBetween);
+}
+
+void StopAgreement::Agree() {
+  const int size = communicator_->size();
+  // Slots 0..size-1: each rank's signal; slot `size`: rank 0's steps until the next agreement.
+  torch::Tensor slots = torch::zeros({size + 1}, torch::TensorOptions().dtype(torch::kLong));
+  slots[communicator_->rank()] = ReceivedStopSignal();
+  if (communicator_->rank() == 0) slots[size] = StepsUntilNextAgreement();
+  slots = slots.to(device_);
+  communicator_->AllReduceSum(slots, "stop-signal agreement")->Wait();
+  slots = slots.cpu();
+  const int64_t* value = slots.data_ptr<int64_t>();
+  for (int rank = 0; rank < size && !agreed_; ++rank) {
+    if (value[rank] != 0) agreed_ = StopRequest{static_cast<int>(value[rank]), rank};
+  }
+  steps_left_ = value[size];
+  steps_since_ = 0;
+  agreed_at_ = Clock::now();
 }
 
 }  // namespace mgpu

@@ -2,22 +2,23 @@
 //
 // All ranks must stop at the same step: a rank that goes on waits forever in the next gradient
 // all-reduce of one that stopped. The signal may reach every rank (Slurm, torchrun and `mgpu run`
-// forward it to all) or one alone (`kill` of one rank's pid), at different moments. So at every
-// step boundary each rank puts the signal it received into its own slot of a world-size vector,
-// and one small all-reduce (a sum) gives every rank every slot: the ranks stop together as soon as
-// any slot is set, and all name the same signal, that of the lowest rank that received one.
+// forward it to all) or one alone (`kill` of one rank's pid), at different moments. So at agreed
+// step boundaries each rank puts the signal it received into its own slot of a small vector, and
+// one all-reduce (a sum) gives every rank every slot: the ranks stop together as soon as any slot
+// is set, and all name the same signal, that of the lowest rank that received one.
 //
-// Cost: on CPU backends (gloo, mpi) one all-reduce of a few bytes per step, waited for at once;
-// on the device (nccl) the all-reduce and a copy to pinned host memory are queued per step and
-// read one step later, so the host never waits for the step it has just queued (the ranks then
-// stop one step after the signal's step, all at the same one). With one process the signal is
-// read directly.
+// Cost: an all-reduce of a few bytes, waited for at once, is a few thread hand-offs (tens of
+// microseconds on an idle machine, milliseconds on a crowded CPU; on a GPU, a synchronization).
+// So the ranks do not agree at every step but about every kAgreeEvery of training: rank 0 puts
+// into the same all-reduce how many steps to go until the next one, from its recent step time,
+// and every rank counts down the same number. A signal thus stops the run within about
+// kAgreeEvery plus a step. With one process the signal is read at every step (an atomic load).
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <optional>
-#include <vector>
 
-#include <c10/core/Event.h>
 #include <torch/torch.h>
 
 #include "ddp/communicator.h"
@@ -31,26 +32,30 @@ struct StopRequest {
 
 class StopAgreement {
  public:
+  static constexpr std::chrono::milliseconds kAgreeEvery{250};
+  static constexpr int64_t kMaxStepsBetween = 1000;
+
   // `communicator`: the job's ranks, or null for one process. `device`: the training device.
   StopAgreement(Communicator* communicator, const torch::Device& device);
 
-  // Every rank calls it at the same points (it issues a collective on each call): the request the
-  // ranks agreed on so far, or nullopt to go on. Once it returns a request it keeps returning it.
+  // Every rank calls it after every optimizer step; on the steps the ranks agreed on, it runs the
+  // all-reduce. The request the ranks agreed on so far, or nullopt to go on; once it returns a
+  // request it keeps returning it.
   std::optional<StopRequest> AtStepBoundary();
+  // The same at an epoch's end, always with the all-reduce (an evaluation may have taken long).
+  std::optional<StopRequest> AtEpochEnd();
 
  private:
-  // Slot r: rank r's signal. Sets agreed_ from the first slot that is set.
-  void Decide(const torch::Tensor& slots);
-
-  struct InFlight {
-    torch::Tensor host;  // (world) int32, pinned
-    c10::Event copied;
-  };
+  using Clock = std::chrono::steady_clock;
+  void Agree();
+  // Rank 0: steps until the next agreement, from the time per step since the last one.
+  int64_t StepsUntilNextAgreement() const;
 
   Communicator* communicator_;
-  torch::Device device_;    // where the all-reduce runs
-  bool lagged_;             // a device backend: read one call later
-  std::vector<InFlight> in_flight_;
+  torch::Device device_;  // where the all-reduce runs
+  int64_t steps_left_ = 1;
+  int64_t steps_since_ = 0;
+  Clock::time_point agreed_at_ = Clock::now();
   std::optional<StopRequest> agreed_;
 };
 

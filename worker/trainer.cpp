@@ -628,8 +628,8 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
       ++epoch_steps;
       ++window_steps;
       WorkerStatus::Current().SetStep(step, epoch);
-      // Every rank, every step (a collective): before --test-hang-at-step, whose rank stands for one
-      // stuck in its next step's gradient all-reduce.
+      // Every rank, every step (at times a collective): before --test-hang-at-step, whose rank
+      // stands for one stuck in its next step's gradient all-reduce.
       std::optional<StopRequest> stop_request = stop_agreement.AtStepBoundary();
       if (step == config.test_hang_at_step && (config.test_hang_rank < 0 || config.test_hang_rank == world.rank)) {
         HangForTest(log, step);
@@ -768,7 +768,7 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
     // The host's side of the same steps: where it is about the device's, the steps wait for the host.
     if (device.is_cuda()) log.info("epoch {}/{} per step, host time: {}", epoch + 1, config.epochs, phases_text(epoch_phases.host));
     // A signal during the epoch's last step or its evaluation stops the run here, unless it was the last epoch.
-    std::optional<StopRequest> stop_request = stop_agreement.AtStepBoundary();  // a collective, on every rank
+    std::optional<StopRequest> stop_request = stop_agreement.AtEpochEnd();  // a collective, on every rank
     if (stop || epoch + 1 == config.epochs) stop_request.reset();
     if (micro == micro_batches_per_epoch) {  // a whole epoch, not one cut short by --max-steps
       scheduler.OnEpochEnd(eval.loss);

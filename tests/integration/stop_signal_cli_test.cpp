@@ -190,7 +190,6 @@ TEST_F(StopSignalCli, SigusrOneOnEveryDdpRankStopsBothAtOneStepAndResumesExactly
     EXPECT_EQ(result.exit_code, 128 + SIGUSR1) << result.output;
   }
   const int64_t step = ExpectInterrupted("stopped", "SIGUSR1");
-  EXPECT_EQ(ReadSummary(out_ / "stopped")["interrupted"]["rank"], 0) << "the lowest rank that received it";
   for (const char* log : {"stopped/logs/rank-0.log", "stopped/logs/rank-1.log"}) {
     EXPECT_EQ(LoggedStopStep(out_ / log, "SIGUSR1"), step) << log;
   }
