@@ -296,6 +296,8 @@ int RunCoordinatorNode(const RunOptions& options, const JobPlan& plan) {
   WriteJobSummary(out, config, plan.world_size, report, state.Ranks());
   if (exit_code == 0) {
     std::fprintf(stderr, "mgpu run: all %d rank(s) finished; summary in %s/summary.json\n", plan.world_size, out.c_str());
+  } else if (report.failure->kind == "interrupted" && IsRegularFile(out + "/checkpoints/latest.ckpt")) {
+    std::fprintf(stderr, "mgpu run: job interrupted (exit code %d); resume it with --resume %s\n", exit_code, out.c_str());
   } else {
     std::fprintf(stderr, "mgpu run: job failed with exit code %d; see %s/summary.json and %s/\n", exit_code,
                  out.c_str(), log_dir.c_str());

@@ -661,7 +661,8 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
       // Mid-epoch checkpoints; the epoch's last step is saved after its evaluation instead.
       if (micro < micro_batches_per_epoch &&
           (checkpoints.DueAfterStep(step) || (stop && checkpoints.enabled()) || stop_request)) {
-        const std::string path = write_checkpoint(TrainingPosition{epoch, step, epoch_steps, micro, images_seen, {}, {}, {}});
+        const std::string path =
+            write_checkpoint(TrainingPosition{epoch, step, epoch_steps, micro, images_seen, {}, {}, {}});
         if (stop_request) interrupted_checkpoint = path;
       }
       const std::string trace = profiler.AfterStep(step);
@@ -767,7 +768,8 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
                  : "");
     // The host's side of the same steps: where it is about the device's, the steps wait for the host.
     if (device.is_cuda()) log.info("epoch {}/{} per step, host time: {}", epoch + 1, config.epochs, phases_text(epoch_phases.host));
-    // A signal during the epoch's last step or its evaluation stops the run here, unless it was the last epoch.
+    // A signal during the epoch's last step or its evaluation stops the run here, unless the run
+    // is done.
     std::optional<StopRequest> stop_request = stop_agreement.AtEpochEnd();  // a collective, on every rank
     if (stop || epoch + 1 == config.epochs) stop_request.reset();
     if (micro == micro_batches_per_epoch) {  // a whole epoch, not one cut short by --max-steps
