@@ -2,7 +2,8 @@
 // worker, two DDP ranks (each signalled, as Slurm does, or one alone) and `mgpu run` at a step
 // boundary common to every rank; the checkpoint of that step is written, summary.json says
 // "interrupted", the exit code is 128 + N, and --resume from it ends with the parameters of a run
-// that was never stopped. A second SIGTERM ends a worker that cannot reach a step boundary.
+// that was never stopped. A second SIGTERM ends a worker, or `mgpu run` and its workers, that
+// cannot reach a step boundary.
 //
 // The runs are endless (--epochs 100000) until signalled once metrics.csv shows a few steps, so
 // the signal always lands mid-run whatever the machine's speed; the step it stopped at is read
@@ -251,6 +252,36 @@ TEST_F(StopSignalCli, ASecondSigtermEndsAWorkerThatCannotReachAStepBoundary) {
   const CommandResult result = run.Wait();
   EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.output;
   EXPECT_FALSE(PathExists(out_ / "stuck/summary.json")) << "the second signal exits at once";
+}
+
+TEST_F(StopSignalCli, ASecondSigtermEndsMgpuRunAndItsStuckWorkersAtOnce) {
+  std::vector<std::string> argv = {MGPU_LAUNCHER_BIN, "run", "--nproc-per-node", "2", "--mode", "ddp"};
+  for (const std::string& flag : Flags("stuck", {"--test-hang-at-step", "3"})) argv.push_back(flag);
+  BackgroundCommand job(argv);
+  std::vector<pid_t> workers(2, -1);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (int rank = 0; rank < 2; ++rank) {
+          const std::string log = out_ / ("stuck/logs/rank-" + std::to_string(rank) + ".log");
+          workers[rank] = LoggedPid(log);
+          if (workers[rank] <= 0 || ReadText(log).find("hangs on purpose") == std::string::npos) return false;
+        }
+        return true;
+      },
+      kStartDeadlineSeconds));
+  const std::string stat = ReadText("/proc/" + std::to_string(workers[0]) + "/stat");  // field 4: the launcher
+  pid_t launcher = -1;
+  char state = 0;
+  ASSERT_EQ(std::sscanf(stat.c_str() + stat.rfind(')') + 1, " %c %d", &state, &launcher), 2);
+  ::kill(launcher, SIGTERM);  // forwarded; the hung workers never reach a step boundary
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // past the same-request window
+  EXPECT_TRUE(ProcessRunning(launcher)) << "the first SIGTERM waits for the workers";
+  ::kill(launcher, SIGTERM);
+  const CommandResult result = job.Wait();
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.output;
+  for (pid_t worker : workers) {
+    EXPECT_TRUE(WaitFor([&] { return !ProcessRunning(worker); }, 30)) << "worker " << worker << " outlived mgpu run";
+  }
 }
 
 }  // namespace
