@@ -67,7 +67,7 @@ void WriteJobSummary(const std::string& out, const TrainConfig& config, int worl
                               {"pid", f.pid},           {"exit_code", f.exit_code}, {"signal", f.signal},
                               {"error", f.error},       {"step", f.step},       {"epoch", f.epoch},
                               {"phase", f.phase},       {"unix_millis", f.unix_millis}, {"message", f.message}};
-    summary["status"] = "failed";
+    summary["status"] = f.kind == "interrupted" ? "interrupted" : "failed";
     summary["error"] = f.message;
     summary["exit_code"] = f.exit_code;
   }

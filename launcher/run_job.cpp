@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +24,7 @@
 #include "launcher/worker_group.h"
 #include "worker/command_line.h"
 #include "worker/coordinator_client.h"
+#include "worker/stop_signal.h"
 
 extern char** environ;
 
@@ -32,22 +32,23 @@ namespace mgpu {
 namespace {
 
 constexpr auto kStopGrace = std::chrono::milliseconds(3000);
+// From forwarding SIGINT/SIGTERM/SIGUSR1 to SIGKILL: the workers finish their step and write a
+// checkpoint in it (README, "Stopping a run"). Slurm's default KillWait is as long.
+constexpr auto kInterruptGrace = std::chrono::milliseconds(30000);
 constexpr auto kPollInterval = std::chrono::milliseconds(50);
 
-std::atomic<int> stop_signal{0};
-extern "C" void OnStopSignal(int signal) { stop_signal = signal; }
+// The launcher's signals are the worker's (worker/stop_signal.h): the first is forwarded to the
+// workers; a second SIGINT/SIGTERM ends the launcher at once, and its workers with it (their
+// parent-death signal).
+void InstallStopHandlers() { InstallStopSignalHandlers(); }
 
-void InstallStopHandlers() {
-  struct sigaction action {};
-  action.sa_handler = OnStopSignal;
-  sigemptyset(&action.sa_mask);
-  ::sigaction(SIGINT, &action, nullptr);
-  ::sigaction(SIGTERM, &action, nullptr);
-}
-
-std::string SignalName(int signal) {
-  const char* abbrev = ::sigabbrev_np(signal);
-  return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", signal);
+// Forwards the launcher's stop signal to every worker, which stops at its next step boundary with
+// a checkpoint and exits 128 + signal; SIGKILL for those still running after kInterruptGrace.
+void StopAfterInterrupt(WorkerGroup& group, int signal) {
+  std::fprintf(stderr, "mgpu run: %s sent to the workers; they stop after their current step and write a checkpoint "
+               "(SIGKILL after %lld s)\n", SignalName(signal).c_str(),
+               static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(kInterruptGrace).count()));
+  group.Stop(kInterruptGrace, signal);
 }
 
 // What every node's launcher works out before it starts a worker.
@@ -217,7 +218,7 @@ std::optional<JobFailure> SuperviseAttempt(const JobState& state, const RunOptio
   const auto started = SteadyClock::now();
   while (true) {
     std::this_thread::sleep_for(kPollInterval);
-    if (const int signal = stop_signal.load(); signal != 0) return Interrupted(signal);
+    if (const int signal = ReceivedStopSignal(); signal != 0) return Interrupted(signal);
     const std::vector<RankView> ranks = state.Ranks();
     if (auto failure = FirstFailure(ranks)) return failure;
     if (std::all_of(ranks.begin(), ranks.end(), [](const RankView& r) { return r.exited; })) return std::nullopt;
@@ -271,11 +272,13 @@ int RunCoordinatorNode(const RunOptions& options, const JobPlan& plan) {
       WorkerGroup group([&state](const coordinator::WorkerExit& exit) { state.RecordExit(exit); });
       group.Start(WorkerSpecs(options, plan, out, log_dir, server.address(), attempt > 0));
       report.failure = SuperviseAttempt(state, options, plan.nproc, log_dir);
-      if (report.failure) {
-        PrintFailure(*report.failure);
-        std::fprintf(stderr, "mgpu run: stopping the other workers\n");
+      if (report.failure) PrintFailure(*report.failure);
+      if (report.failure && report.failure->kind == "interrupted") {
+        StopAfterInterrupt(group, report.failure->signal);
+      } else {
+        if (report.failure) std::fprintf(stderr, "mgpu run: stopping the other workers\n");
+        group.Stop(kStopGrace);
       }
-      group.Stop(kStopGrace);
     }
     if (!report.failure || report.failure->kind == "interrupted" || attempt >= options.max_restarts) break;
     std::fprintf(stderr, "mgpu run: restarting the whole group (restart %d of %d)%s\n", attempt + 1,
@@ -293,6 +296,8 @@ int RunCoordinatorNode(const RunOptions& options, const JobPlan& plan) {
   WriteJobSummary(out, config, plan.world_size, report, state.Ranks());
   if (exit_code == 0) {
     std::fprintf(stderr, "mgpu run: all %d rank(s) finished; summary in %s/summary.json\n", plan.world_size, out.c_str());
+  } else if (report.failure->kind == "interrupted" && IsRegularFile(out + "/checkpoints/latest.ckpt")) {
+    std::fprintf(stderr, "mgpu run: job interrupted (exit code %d); resume it with --resume %s\n", exit_code, out.c_str());
   } else {
     std::fprintf(stderr, "mgpu run: job failed with exit code %d; see %s/summary.json and %s/\n", exit_code,
                  out.c_str(), log_dir.c_str());
@@ -362,10 +367,9 @@ int RunMemberNode(const RunOptions& options, const JobPlan& plan) {
       std::lock_guard<std::mutex> lock(mutex);
       exits.erase(exits.begin(), exits.begin() + request.exits_size());
     }
-    if (const int signal = stop_signal.load(); signal != 0) {
-      std::fprintf(stderr, "mgpu run: node %d interrupted by %s; stopping its workers\n", options.node_rank,
-                   SignalName(signal).c_str());
-      group.Stop(kStopGrace);
+    if (const int signal = ReceivedStopSignal(); signal != 0) {
+      std::fprintf(stderr, "mgpu run: node %d interrupted by %s\n", options.node_rank, SignalName(signal).c_str());
+      StopAfterInterrupt(group, signal);
       return 128 + signal;
     }
     if (status.ok() && reply.stop()) {

@@ -86,9 +86,10 @@ void WorkerGroup::Start(const std::vector<WorkerSpec>& specs) {
       ::dup2(pipe_fds[1], STDOUT_FILENO);
       ::dup2(pipe_fds[1], STDERR_FILENO);
       // A signal the launcher inherited as ignored (a shell's `&` ignores SIGINT) would stay
-      // ignored in the worker; the stop sequence relies on SIGTERM ending it.
+      // ignored in the worker; the stop sequence relies on the signals it forwards reaching it.
       ::signal(SIGINT, SIG_DFL);
       ::signal(SIGTERM, SIG_DFL);
+      ::signal(SIGUSR1, SIG_DFL);
       ::execve(arg_ptrs[0], arg_ptrs.data(), env_ptrs.data());
       const char message[] = "mgpu run: cannot execute the worker program\n";
       WriteAll(STDERR_FILENO, message, sizeof(message) - 1);
@@ -169,7 +170,7 @@ void WorkerGroup::Watch(Worker& worker) {
   exited_.notify_all();
 }
 
-void WorkerGroup::Stop(std::chrono::milliseconds grace) {
+void WorkerGroup::Stop(std::chrono::milliseconds grace, int signal) {
   std::unique_lock<std::mutex> lock(mutex_);
   auto signal_running = [&](int signal) {
     for (auto& worker : workers_) {
@@ -183,7 +184,7 @@ void WorkerGroup::Stop(std::chrono::milliseconds grace) {
     return true;
   };
   if (!all_exited()) {
-    signal_running(SIGTERM);
+    signal_running(signal);
     if (!exited_.wait_for(lock, grace, all_exited)) signal_running(SIGKILL);
     exited_.wait(lock, all_exited);
   }

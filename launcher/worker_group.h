@@ -5,6 +5,7 @@
 // job can be told from its consequences.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -40,9 +41,9 @@ class WorkerGroup {
   // Starts one process per spec. Throws mgpu::Error when one cannot be started (after stopping
   // those already started).
   void Start(const std::vector<WorkerSpec>& specs);
-  // SIGTERM to every running worker's process group; after `grace`, SIGKILL to those left.
-  // Returns once every worker has been reaped.
-  void Stop(std::chrono::milliseconds grace);
+  // `signal` (SIGTERM, or the stop signal the launcher forwards) to every running worker's
+  // process group; after `grace`, SIGKILL to those left. Returns once every worker has been reaped.
+  void Stop(std::chrono::milliseconds grace, int signal = SIGTERM);
   bool AllExited() const;
   // Process ids of the workers started (running or not), by start order.
   std::vector<pid_t> pids() const;

@@ -36,6 +36,7 @@
 #include "worker/progress.h"
 #include "worker/state_dict_export.h"
 #include "worker/step_timeline.h"
+#include "worker/stop_signal.h"
 #include "worker/trace_profiler.h"
 #include "worker/worker_status.h"
 
@@ -177,6 +178,24 @@ void LogStartupTable(spdlog::logger& log, const TrainConfig& config,
   log.info("{}", rule);
 }
 
+// summary.json's record of a run stopped by a signal, and the log line that says how to go on.
+void RecordInterruption(const StopRequest& request, int64_t step, const std::string& checkpoint, RunOutputs& outputs,
+                        nlohmann::json& summary) {
+  const std::string signal = SignalName(request.signal);
+  summary["status"] = "interrupted";
+  summary["exit_code"] = 128 + request.signal;
+  summary["interrupted"] = {{"signal", signal}, {"signal_number", request.signal}, {"rank", request.rank},
+                            {"step", step}, {"checkpoint", checkpoint}};
+  const std::string received =
+      summary["world_size"].get<int64_t>() > 1 ? fmt::format(" (received by rank {})", request.rank) : "";
+  if (outputs.writes_shared_files()) {
+    outputs.log().warn("{}{} at step {}: checkpoint written to {}, resume with --resume {}", signal, received, step,
+                       checkpoint, outputs.folder());
+  } else {
+    outputs.log().warn("{}{} at step {}: every rank stopped there; rank 0 wrote the checkpoint", signal, received, step);
+  }
+}
+
 }  // namespace
 
 torch::Device ResolveDevice(const std::string& requested, const WorldInfo& world) {
@@ -235,8 +254,8 @@ nlohmann::json SummaryFromConfig(const TrainConfig& config, const WorldInfo& wor
   };
 }
 
-void Train(const TrainConfig& config, const WorldInfo& world, const torch::Device& device,
-           Communicator* communicator, RunOutputs& outputs, nlohmann::json& summary) {
+std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& world, const torch::Device& device,
+                                 Communicator* communicator, RunOutputs& outputs, nlohmann::json& summary) {
   const auto run_start = Clock::now();
   spdlog::logger& log = outputs.log();
   const bool ddp = config.mode == "ddp";
@@ -435,6 +454,9 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   StepTimeline timeline(device);
   int64_t step = position.step;
   bool stop = false;
+  StopAgreement stop_agreement(communicator, device);
+  std::optional<StopRequest> interrupted;  // the signal that ended the run, at a step boundary
+  std::string interrupted_checkpoint;      // its checkpoint (on rank 0)
   std::optional<double> last_loss;  // of the last completed metrics row, for the progress display
   auto record_scaler = [&] {  // synchronizes: at log points and the end only
     summary["skipped_steps"] = scaler.skipped_steps();
@@ -475,7 +497,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   };
   TraceProfiler profiler(ParseProfileWindow(config.profile_steps),
                          fmt::format("{}/trace-rank{}.json", outputs.folder(), world.rank), device);
-  for (int64_t epoch = position.epoch; epoch < config.epochs && !stop; ++epoch) {
+  for (int64_t epoch = position.epoch; epoch < config.epochs && !stop && !interrupted; ++epoch) {
     const auto epoch_start = Clock::now();
     const double collective_seconds_before =
         communicator ? communicator->CompletedCollectiveSeconds().value_or(0) : 0;
@@ -501,7 +523,8 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
     // Images of the steps whose loss is in loss_sum (with skip, the finite ones).
     auto loss_images = resumed ? position.loss_images
                                : torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
-    // The checkpoint of this point of the run (a step boundary), written on rank 0.
+    // The checkpoint of this point of the run (a step boundary), written on rank 0; its path
+    // there, "" on the other ranks.
     auto write_checkpoint = [&](TrainingPosition at) {
       check_all_losses(epoch, epoch_phases);  // a diverged run is not worth resuming
       at.step = step;
@@ -512,6 +535,7 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
       at.epochs_detail = summary["epochs_detail"];
       const std::string path = checkpoints.Write(step, [&] { return SerializeCheckpoint(identity, parts, at); });
       if (!path.empty()) log.info("checkpoint {}", path);
+      return path;
     };
     // Per metrics row: data wait, steps and images since the previous row.
     double window_wait = 0;
@@ -604,6 +628,9 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
       ++epoch_steps;
       ++window_steps;
       WorkerStatus::Current().SetStep(step, epoch);
+      // Every rank, every step (at times a collective): before --test-hang-at-step, whose rank
+      // stands for one stuck in its next step's gradient all-reduce.
+      std::optional<StopRequest> stop_request = stop_agreement.AtStepBoundary();
       if (step == config.test_hang_at_step && (config.test_hang_rank < 0 || config.test_hang_rank == world.rank)) {
         HangForTest(log, step);
       }
@@ -628,13 +655,24 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
       progress.Update(epoch_steps, last_loss,
                       static_cast<double>(images_seen * world.world_size) / SecondsSince(epoch_start));
       stop = config.max_steps > 0 && step >= config.max_steps;
+      // A stop signal ends the run here, unless the run's last step or the epoch's (stopped after
+      // its evaluation, below) is done.
+      if (stop || micro == micro_batches_per_epoch) stop_request.reset();
       // Mid-epoch checkpoints; the epoch's last step is saved after its evaluation instead.
-      if (micro < micro_batches_per_epoch && (checkpoints.DueAfterStep(step) || (stop && checkpoints.enabled()))) {
-        write_checkpoint(TrainingPosition{epoch, step, epoch_steps, micro, images_seen, {}, {}, {}});
+      if (micro < micro_batches_per_epoch &&
+          (checkpoints.DueAfterStep(step) || (stop && checkpoints.enabled()) || stop_request)) {
+        const std::string path =
+            write_checkpoint(TrainingPosition{epoch, step, epoch_steps, micro, images_seen, {}, {}, {}});
+        if (stop_request) interrupted_checkpoint = path;
       }
       const std::string trace = profiler.AfterStep(step);
       if (!trace.empty()) log.info("trace of steps {} written to {}", config.profile_steps, trace);
-      if (stop) break;
+      interrupted = stop_request;
+      if (stop || interrupted) break;
+    }
+    if (interrupted) {  // the epoch's evaluation is not worth the wait
+      progress.EndEpoch();
+      break;
     }
     check_all_losses(epoch, epoch_phases);  // including the steps after the last row (--max-steps)
     const TimelineWindow rest = timeline.Cut();
@@ -730,15 +768,21 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
                  : "");
     // The host's side of the same steps: where it is about the device's, the steps wait for the host.
     if (device.is_cuda()) log.info("epoch {}/{} per step, host time: {}", epoch + 1, config.epochs, phases_text(epoch_phases.host));
+    // A signal during the epoch's last step or its evaluation stops the run here, unless the run
+    // is done.
+    std::optional<StopRequest> stop_request = stop_agreement.AtEpochEnd();  // a collective, on every rank
+    if (stop || epoch + 1 == config.epochs) stop_request.reset();
     if (micro == micro_batches_per_epoch) {  // a whole epoch, not one cut short by --max-steps
       scheduler.OnEpochEnd(eval.loss);
       optimizer.set_lr(scheduler.lr());
-      if (checkpoints.enabled()) {
+      if (checkpoints.enabled() || stop_request) {
         loss_sum.zero_();
         loss_images.zero_();
-        write_checkpoint(TrainingPosition{epoch + 1, step, 0, 0, 0, {}, {}, {}});
+        const std::string path = write_checkpoint(TrainingPosition{epoch + 1, step, 0, 0, 0, {}, {}, {}});
+        if (stop_request) interrupted_checkpoint = path;
       }
     }
+    interrupted = stop_request;
   }
 
   WorkerStatus::Current().SetPhase("finishing");
@@ -780,11 +824,16 @@ void Train(const TrainConfig& config, const WorldInfo& world, const torch::Devic
   summary["final_lr"] = optimizer.lr();
   summary["param_checksum"] = checksum;
   summary["total_seconds"] = SecondsSince(run_start);
+  if (interrupted) {
+    RecordInterruption(*interrupted, step, interrupted_checkpoint, outputs, summary);
+    return interrupted;
+  }
   summary["status"] = "ok";
   log.info("done: {} steps in {:.1f} s, test accuracy {:.2f}%, param_checksum {:.6f}, {} steps skipped, "
            "final loss scale {}", step, summary["total_seconds"].get<double>(),
            summary["test_accuracy"].get<double>(), checksum, summary["skipped_steps"].get<int64_t>(),
            summary["final_loss_scale"].get<double>());
+  return std::nullopt;
 }
 
 }  // namespace mgpu

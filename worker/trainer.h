@@ -2,6 +2,8 @@
 // evaluation, with the timings, metrics and summary the contract describes.
 #pragma once
 
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 #include <torch/torch.h>
@@ -9,6 +11,7 @@
 #include "ddp/communicator.h"
 #include "ddp/world.h"
 #include "worker/run_outputs.h"
+#include "worker/stop_agreement.h"
 #include "worker/train_config.h"
 
 namespace mgpu {
@@ -22,7 +25,11 @@ torch::Device ResolveDevice(const std::string& requested, const WorldInfo& world
 // summary. `summary` receives the fields known so far even when it throws, so a failure report
 // keeps the configuration and the epochs already done. `communicator` is null for --mode single
 // and joins the ranks of a --mode ddp job.
-void Train(const TrainConfig& config, const WorldInfo& world, const torch::Device& device,
+// A stop signal (worker/stop_signal.h) ends the training at the next step boundary, the same
+// one on every rank: the checkpoint of that step is written (--resume continues it exactly), the
+// weights as at a normal end, and `summary` gets status "interrupted" and an "interrupted"
+// record (signal, rank, step, checkpoint); the request is returned. nullopt: the run completed.
+std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& world, const torch::Device& device,
            Communicator* communicator, RunOutputs& outputs, nlohmann::json& summary);
 
 // The contract's summary fields that come from the configuration alone.

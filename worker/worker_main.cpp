@@ -1,5 +1,6 @@
 // mgpu-worker: one training process. Runs alone, under `mgpu`, under mpirun or under torchrun.
-// Exit codes: 0 success, 2 bad input, 3 training diverged, 1 anything else.
+// Exit codes: 0 success, 2 bad input, 3 training diverged, 128+N stopped by signal N (SIGINT,
+// SIGTERM, SIGUSR1: resumable, worker/stop_signal.h), 1 anything else.
 #include <unistd.h>
 
 #include <chrono>
@@ -20,6 +21,7 @@
 #include "worker/command_line.h"
 #include "worker/coordinator_client.h"
 #include "worker/run_outputs.h"
+#include "worker/stop_signal.h"
 #include "worker/train_config.h"
 #include "worker/trainer.h"
 #include "worker/worker_status.h"
@@ -108,6 +110,7 @@ coordinator::FinishRequest Outcome(const Status& status, const nlohmann::json& s
 }  // namespace
 
 int main(int argc, char** argv) {
+  InstallStopSignalHandlers();  // before any thread starts; the loop acts on them at a step boundary
   std::optional<ParsedCommandLine> parsed;
   try {
     int exit_code = 0;
@@ -169,6 +172,7 @@ int main(int argc, char** argv) {
   }
   nlohmann::json summary = SummaryFromConfig(config, world);
   Status status;
+  std::optional<StopRequest> interrupted;
   const auto start = std::chrono::steady_clock::now();
   try {
     outputs->log().info("mgpu-worker started (pid {}), rank source: {}", ::getpid(), world.source);
@@ -180,7 +184,7 @@ int main(int argc, char** argv) {
     if (communicator) outputs->log().info("ranks joined: {}", rendezvous);
     outputs->WriteConfig(ConfigToYaml(config));
     WorkerStatus::Current().SetPhase("loading data");
-    Train(config, world, *device, communicator.get(), *outputs, summary);
+    interrupted = Train(config, world, *device, communicator.get(), *outputs, summary);
   } catch (...) {
     status = StatusOfCurrentException();
     summary["status"] = "failed";
@@ -197,6 +201,12 @@ int main(int argc, char** argv) {
     if (status.ok()) status = write_status;
   }
   if (status.ok()) outputs->log().info("outputs in {}", outputs->folder());
-  if (coordinator_client) coordinator_client->Finish(Outcome(status, summary));
-  return status.exit_code();
+  coordinator::FinishRequest outcome = Outcome(status, summary);
+  if (status.ok() && interrupted) {
+    outcome.set_exit_code(128 + interrupted->signal);
+    outcome.set_error(fmt::format("interrupted by {} at step {}", SignalName(interrupted->signal),
+                                  NumberOr(summary, "steps", int64_t{0})));
+  }
+  if (coordinator_client) coordinator_client->Finish(outcome);
+  return status.ok() && interrupted ? 128 + interrupted->signal : status.exit_code();
 }
