@@ -8,6 +8,11 @@
 #include <chrono>
 #include <cmath>
 #include <thread>
+#include <tuple>
+
+#include <sys/stat.h>
+
+#include <fmt/format.h>
 
 #include "common/files.h"
 #include "common/status.h"
@@ -73,6 +78,29 @@ TEST(TarIndex, CorruptHeaderIsAnErrorNamingTheOffset) {
   EXPECT_NE(message.find("corrupt tar header at byte 1024"), std::string::npos) << message;
   WriteBytes(dir / "not.tar", std::string(2048, 'z'));
   EXPECT_NE(BadInputMessage([&] { ReadTarIndex(dir / "not.tar"); }).find("byte 0"), std::string::npos);
+}
+
+TEST(TarIndex, NumericFieldsOutOfRangeAreErrorsNamingTheShardAndTheMember) {
+  TempDir dir;
+  // GNU base 256: 0x80, then 11 bytes; all 0xff is 2^88 - 1, and 0xff first is negative.
+  for (const auto& [name, first, fill, problem] :
+       {std::tuple{"huge.tar", '\x80', '\xff', "size field too large"},
+        std::tuple{"negative.tar", '\xff', '\xff', "size field negative"}}) {
+    std::string tar = TarEntry("big.jpg", "x") + TarEnd();
+    tar[124] = first;
+    for (int i = 125; i < 136; ++i) tar[static_cast<size_t>(i)] = fill;
+    std::fill(tar.begin() + 148, tar.begin() + 156, ' ');  // checksum of the changed header
+    int sum = 0;
+    for (int i = 0; i < 512; ++i) sum += static_cast<unsigned char>(tar[static_cast<size_t>(i)]);
+    const std::string checksum = fmt::format("{:06o}", sum);
+    std::copy(checksum.begin(), checksum.end(), tar.begin() + 148);
+    tar[154] = '\0';
+    WriteBytes(dir / name, tar);
+    const std::string message = BadInputMessage([&, name = name] { ReadTarIndex(dir / name); });
+    EXPECT_NE(message.find(dir / name + ": corrupt tar header at byte 0 for member 'big.jpg': "), std::string::npos)
+        << message;
+    EXPECT_NE(message.find(problem), std::string::npos) << message;
+  }
 }
 
 // The streaming decode (DCT-scaled, only the crop's rows and columns) against the full decode
@@ -242,6 +270,18 @@ TEST_F(StreamingFolder, BadImagesFailNamingThePathOrAreReplacedByTheNextSample) 
   ASSERT_EQ(reported.size(), 1u);
   EXPECT_NE(reported[0].find(bad), std::string::npos);
   EXPECT_TRUE(skipping->TakeNewlySkipped().empty());
+}
+
+TEST_F(StreamingFolder, AFifoNamedLikeAnImageIsABadImageNotAReadThatBlocks) {
+  const std::string fifo = dir_ / "train/class0/0003.jpg";
+  ASSERT_TRUE(RemovePath(fifo));
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);  // open() would wait for a writer forever
+  std::vector<uint8_t> pixels(3 * 24 * 24);
+  const std::string message = BadInputMessage([&] { Train()->Load(3, 0, pixels.data()); });
+  EXPECT_NE(message.find(fifo + ": a FIFO (named pipe), not a regular file"), std::string::npos) << message;
+  const auto skipping = Train(StreamTransform::kResizeCenterCrop, /*skip=*/true);
+  EXPECT_EQ(skipping->Load(3, 0, pixels.data()), skipping->label(4));
+  EXPECT_EQ(skipping->skipped(), 1);
 }
 
 TEST(WebDataset, IndexesShardsWithClassNames) {
