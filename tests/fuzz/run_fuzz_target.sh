@@ -5,6 +5,7 @@
 # (RSS_MB for the process, MALLOC_MB for one allocation) in SECONDS; the failing input is kept
 # in ARTIFACT_DIR. Exit 77 (ctest's skip) when the target was not built, with SKIP_FILE's reason.
 # New inputs the run finds go to a temporary folder: the committed corpus is never changed.
+# libFuzzer's own exit code for a finding is 77, ctest's skip: findings exit 1 here instead.
 set -euo pipefail
 
 readonly binary=$1 corpus=$2 skip_file=$3 artifacts=$4 seconds=$5 rss_mb=$6 malloc_mb=$7 timeout_s=$8
@@ -27,4 +28,4 @@ export TMPDIR=$found
 mkdir -p "$found/corpus"
 exec "$binary" "$found/corpus" "$corpus" \
   -max_total_time="$seconds" -rss_limit_mb="$rss_mb" -malloc_limit_mb="$malloc_mb" -timeout="$timeout_s" \
-  -artifact_prefix="$artifacts/$name-" -print_final_stats=1
+  -artifact_prefix="$artifacts/$name-" -print_final_stats=1 -error_exitcode=1 -timeout_exitcode=1
