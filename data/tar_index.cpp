@@ -114,17 +114,17 @@ std::vector<TarMember> ReadTarIndex(const std::string& path) {
                                       "tar archive or is damaged; create it again, e.g. with `tar -cf`",
                                       path, offset));
     }
+    const std::string member = long_name.empty() ? Field(header, kNameAt, kNameLength) : long_name;
     int64_t size = 0;
     if (const std::string problem = ReadNumber(header, kSizeAt, kSizeLength, size); !problem.empty()) {
       throw BadInputError(fmt::format("{}: corrupt tar header at byte {} for member '{}': size field {}; "
-                                      "create the archive again", path, offset,
-                                      long_name.empty() ? Field(header, kNameAt, kNameLength) : long_name, problem));
+                                      "create the archive again", path, offset, member, problem));
     }
     const int64_t data = offset + kBlock;
     if (size > file_size - data) {
-      throw BadInputError(fmt::format("{}: truncated tar: the entry at byte {} holds {} bytes but the file ends "
+      throw BadInputError(fmt::format("{}: truncated tar: the entry '{}' at byte {} holds {} bytes but the file ends "
                                       "at byte {}; the file is incomplete, copy or create it again",
-                                      path, offset, size, file_size));
+                                      path, member, offset, size, file_size));
     }
     const char type = static_cast<char>(header[kTypeAt]);
     if (type == 'L' || type == 'x') {
