@@ -118,7 +118,7 @@ TEST(PythonPickle, DeeplyNestedValuesAreAnErrorNamingTheFileNotACrash) {
 }
 
 TEST(PythonPickle, AContainerCannotHoldItselfOrChangeOnceHeld) {
-  EXPECT_NE(BadInputMessage([&] { ReadPickle("]q\x00h\x00a."s, "self.pkl"); }).find("APPENDS puts a list inside itself"),
+  EXPECT_NE(BadInputMessage([&] { ReadPickle("]q\x00h\x00" "a."s, "self.pkl"); }).find("APPENDS puts a list inside itself"),
             std::string::npos);
   // The list, memoized, goes into a tuple and is then appended to through the memo.
   EXPECT_NE(BadInputMessage([&] { ReadPickle("]q\x00\x85h\x00Na."s, "held.pkl"); })
@@ -129,7 +129,7 @@ TEST(PythonPickle, AContainerCannotHoldItselfOrChangeOnceHeld) {
 TEST(PythonPickle, MemoReferencesCannotBuildFarMoreThanTheFileHolds) {
   // A memoized tuple of 100,000 Nones passed to a call 300 times: each REDUCE copies the
   // arguments, 1.6 MB each, from 5 bytes of pickle.
-  const std::string pickle = "("s + std::string(100000, 'N') + "tq\x00cm\nf\nq\x01"s + [] {
+  const std::string pickle = "("s + std::string(100000, 'N') + "tq\x00" "cm\nf\nq\x01"s + [] {
     std::string calls;
     for (int i = 0; i < 300; ++i) calls += "h\x01h\x00R"s;
     return calls;
