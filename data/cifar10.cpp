@@ -10,6 +10,7 @@
 
 #include "common/files.h"
 #include "common/status.h"
+#include "data/out_of_memory.h"
 #include "data/python_pickle.h"
 
 namespace mgpu {
@@ -39,9 +40,7 @@ ImageDataset Concatenate(const std::string& name, const std::vector<ImageDataset
   return all;
 }
 
-}  // namespace
-
-ImageDataset ReadCifarBatch(const std::string& path, int64_t records_per_file) {
+ImageDataset ReadBinaryBatch(const std::string& path, int64_t records_per_file) {
   if (records_per_file < 1) throw std::invalid_argument("records_per_file must be at least 1");
   if (!IsRegularFile(path)) {
     throw BadInputError(fmt::format("{}: file not found; expected a CIFAR-10 binary batch of {} "
@@ -91,7 +90,7 @@ ImageDataset ReadCifarBatch(const std::string& path, int64_t records_per_file) {
   return batch;
 }
 
-ImageDataset ReadCifarPythonBatch(const std::string& path, int64_t records_per_file) {
+ImageDataset ReadPythonBatch(const std::string& path, int64_t records_per_file) {
   if (records_per_file < 1) throw std::invalid_argument("records_per_file must be at least 1");
   if (!IsRegularFile(path)) {
     throw BadInputError(fmt::format("{}: file not found; expected a batch of CIFAR-10's Python release. {}", path, kFix));
@@ -128,6 +127,16 @@ ImageDataset ReadCifarPythonBatch(const std::string& path, int64_t records_per_f
     label_out[r] = label->integer;
   }
   return result;
+}
+
+}  // namespace
+
+ImageDataset ReadCifarBatch(const std::string& path, int64_t records_per_file) {
+  return NameFileOnOutOfMemory(path, [&] { return ReadBinaryBatch(path, records_per_file); });
+}
+
+ImageDataset ReadCifarPythonBatch(const std::string& path, int64_t records_per_file) {
+  return NameFileOnOutOfMemory(path, [&] { return ReadPythonBatch(path, records_per_file); });
 }
 
 TrainTestSplit LoadCifar10(const std::string& folder, int64_t records_per_file) {

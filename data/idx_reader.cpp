@@ -4,18 +4,27 @@
 
 #include <cerrno>
 #include <cstring>
+#include <algorithm>
 #include <memory>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "common/files.h"
 #include "common/status.h"
+#include "data/out_of_memory.h"
 
 namespace mgpu {
 namespace {
 
 constexpr uint8_t kUnsignedByteType = 0x08;
 constexpr int64_t kMaxElements = int64_t{1} << 34;  // 16 GiB: far above any IDX data set
+// Deflate expands data at most about 1032 times (a gzip of zeros), so a .gz file of C bytes
+// holds at most this many times C data bytes; a header declaring more is corrupt.
+constexpr int64_t kMaxGzipExpansion = 1100;
+// The data are read in steps that grow with what arrived, so memory follows the data present,
+// not what a corrupt header declares.
+constexpr int64_t kFirstReadBytes = int64_t{1} << 20;
 constexpr const char* kFix =
     "re-install the data set (e.g. `apt-get install --reinstall dataset-fashion-mnist`) or point "
     "--data-dir at a complete copy";
@@ -43,9 +52,49 @@ size_t ReadSome(gzFile file, const std::string& path, void* out, size_t size) {
   return total;
 }
 
-}  // namespace
+// `elements` data bytes, or fewer if the file ends first, read in steps that at most double
+// what is held.
+std::vector<uint8_t> ReadData(gzFile file, const std::string& path, int64_t elements) {
+  std::vector<uint8_t> data;
+  size_t held = 0;
+  while (static_cast<int64_t>(held) < elements) {
+    const auto step = static_cast<size_t>(std::min(elements - static_cast<int64_t>(held),
+                                                   std::max<int64_t>(static_cast<int64_t>(held), kFirstReadBytes)));
+    data.resize(held + step);
+    const size_t got = ReadSome(file, path, data.data() + held, step);
+    held += got;
+    if (got < step) break;
+  }
+  data.resize(held);
+  return data;
+}
 
-IdxArray ReadIdxFile(const std::string& path, int expected_rank) {
+// Whether the header's declared data fit what the file can hold, before any of it is read: a
+// raw file must hold exactly that many bytes after the header; a .gz file cannot expand beyond
+// deflate's limit.
+void CheckDeclaredSize(gzFile file, const std::string& path, int64_t file_size, const IdxArray& array,
+                       int64_t elements) {
+  const auto header = static_cast<int64_t>(4 + 4 * array.dims.size());
+  if (gzdirect(file) == 1) {
+    const int64_t held = file_size - header;
+    if (held < elements) {
+      throw BadInputError(fmt::format("{}: truncated: the header declares {} = {} data bytes but the file holds {} "
+                                      "after its {}-byte header ({} bytes in all); {}",
+                                      path, fmt::join(array.dims, "x"), elements, held, header, file_size, kFix));
+    }
+    if (held > elements) {
+      throw BadInputError(fmt::format("{}: {} bytes after the {} data bytes the header declares ({}); the file is "
+                                      "corrupt or not an IDX file; {}",
+                                      path, held - elements, elements, fmt::join(array.dims, "x"), kFix));
+    }
+  } else if (elements / kMaxGzipExpansion > file_size) {
+    throw BadInputError(fmt::format("{}: the header declares {} = {} data bytes but the compressed file has {} bytes, "
+                                    "which gzip cannot expand to more than about {} times; the header is corrupt; {}",
+                                    path, fmt::join(array.dims, "x"), elements, file_size, kMaxGzipExpansion, kFix));
+  }
+}
+
+IdxArray ReadIdx(const std::string& path, int expected_rank) {
   if (!IsRegularFile(path)) {
     throw BadInputError(fmt::format("{}: file not found; expected an IDX file (raw or .gz). {}",
                                     path, kFix));
@@ -54,7 +103,10 @@ IdxArray ReadIdxFile(const std::string& path, int expected_rank) {
   if (!file) {
     throw BadInputError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   }
-  gzbuffer(file.get(), 1 << 20);
+  const int64_t file_size = FileSize(path);
+  if (file_size < 0) throw BadInputError(fmt::format("{}: cannot read its size: {}", path, std::strerror(errno)));
+  // Up to 1 MiB at a time, less for a small file (zlib allocates three times this).
+  gzbuffer(file.get(), static_cast<unsigned>(std::clamp<int64_t>(file_size, 8 << 10, 1 << 20)));
 
   uint8_t magic[4] = {0, 0, 0, 0};
   const size_t magic_read = ReadSome(file.get(), path, magic, sizeof(magic));
@@ -85,18 +137,19 @@ IdxArray ReadIdxFile(const std::string& path, int expected_rank) {
       throw BadInputError(fmt::format("{}: dimension {} is 0; an IDX data set must not be empty; {}",
                                       path, d + 1, kFix));
     }
-    elements *= dim;
-    if (elements > kMaxElements) {
+    if (dim > kMaxElements / elements) {  // elements * dim > kMaxElements, without overflowing
       throw BadInputError(fmt::format("{}: header declares more than {} elements; the header is "
                                       "corrupt; {}",
                                       path, kMaxElements, kFix));
     }
+    elements *= dim;
     array.dims.push_back(dim);
   }
 
-  array.data.resize(static_cast<size_t>(elements));
-  const size_t got = ReadSome(file.get(), path, array.data.data(), array.data.size());
-  if (got < array.data.size()) {
+  CheckDeclaredSize(file.get(), path, file_size, array, elements);
+  array.data = ReadData(file.get(), path, elements);
+  const size_t got = array.data.size();
+  if (static_cast<int64_t>(got) < elements) {
     throw BadInputError(fmt::format(
         "{}: truncated: the header declares {} = {} data bytes but the file holds {}; {}", path,
         fmt::join(array.dims, "x"), elements, got, kFix));
@@ -111,6 +164,12 @@ IdxArray ReadIdxFile(const std::string& path, int expected_rank) {
         fmt::join(array.dims, "x"), kFix));
   }
   return array;
+}
+
+}  // namespace
+
+IdxArray ReadIdxFile(const std::string& path, int expected_rank) {
+  return NameFileOnOutOfMemory(path, [&] { return ReadIdx(path, expected_rank); });
 }
 
 }  // namespace mgpu

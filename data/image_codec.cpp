@@ -16,6 +16,8 @@
 #include <fmt/format.h>
 
 #include "common/status.h"
+#include "data/out_of_memory.h"
+#include "data/regular_file.h"
 
 namespace mgpu {
 namespace {
@@ -28,6 +30,19 @@ struct JpegErrorManager {
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
 };
+
+// Pillow's decompression-bomb check: an image of more pixels than this is refused before its
+// pixels are allocated (Pillow warns above Image.MAX_IMAGE_PIXELS = 89,478,485 and refuses
+// twice that). A few hundred bytes of JPEG or PNG can declare billions of pixels.
+constexpr uint64_t kMaxImagePixels = 2 * uint64_t{89'478'485};
+
+// "" when a width x height image is within kMaxImagePixels, else why not.
+std::string CheckPixelCount(uint64_t width, uint64_t height) {
+  if (width * height <= kMaxImagePixels) return "";
+  return fmt::format("its header declares {}x{} = {} pixels, more than the {} an image may have (Pillow's "
+                     "decompression-bomb limit); the file is corrupt or a decompression bomb, or shrink the image",
+                     width, height, width * height, kMaxImagePixels);
+}
 
 // libjpeg's text for JERR_BAD_LIB_VERSION, which no image can cause: the program was compiled
 // against one libjpeg's headers and runs with another's library.
@@ -76,6 +91,10 @@ std::string DecodeJpeg(const uint8_t* bytes, size_t size, DecodedImage& image) {
   jpeg_create_decompress(&info);
   jpeg_mem_src(&info, bytes, static_cast<unsigned long>(size));
   jpeg_read_header(&info, TRUE);
+  if (std::string too_large = CheckPixelCount(info.image_width, info.image_height); !too_large.empty()) {
+    jpeg_destroy_decompress(&info);
+    return too_large;
+  }
   info.out_color_space = JCS_RGB;  // libjpeg converts YCbCr and grayscale; CMYK fails here
   jpeg_start_decompress(&info);
   image.height = info.output_height;
@@ -96,6 +115,10 @@ std::string DecodePng(const uint8_t* bytes, size_t size, DecodedImage& image) {
   std::memset(&png, 0, sizeof(png));
   png.version = PNG_IMAGE_VERSION;
   if (!png_image_begin_read_from_memory(&png, bytes, size)) return png.message;
+  if (std::string too_large = CheckPixelCount(png.width, png.height); !too_large.empty()) {
+    png_image_free(&png);
+    return too_large;
+  }
   png.format = PNG_FORMAT_RGB;
   image.height = png.height;
   image.width = png.width;
@@ -140,6 +163,10 @@ std::string DecodeJpegRegion(const uint8_t* bytes, size_t size, const std::funct
     jpeg_destroy_decompress(&info);
     return "the image is empty (0 pixels)";
   }
+  if (std::string too_large = CheckPixelCount(info.image_width, info.image_height); !too_large.empty()) {
+    jpeg_destroy_decompress(&info);
+    return too_large;
+  }
   const Window window = pick(full);
   info.scale_num = static_cast<unsigned int>(DctScale(window, min_size));
   info.scale_denom = 8;
@@ -179,16 +206,7 @@ bool IsPng(const uint8_t* bytes, size_t size) {
   throw BadInputError(fmt::format("{}: not a JPEG or PNG image ({} bytes, unknown signature)", name, size));
 }
 
-}  // namespace
-
-DecodedImage DecodeImageFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw BadInputError(fmt::format("{}: cannot open the image: {}", path, std::strerror(errno)));
-  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return DecodeImageBytes(bytes.data(), bytes.size(), path);
-}
-
-DecodedImage DecodeImageBytes(const uint8_t* bytes, size_t size, const std::string& name) {
+DecodedImage DecodeWhole(const uint8_t* bytes, size_t size, const std::string& name) {
   DecodedImage image;
   std::string error;
   if (IsJpeg(bytes, size)) {
@@ -205,8 +223,8 @@ DecodedImage DecodeImageBytes(const uint8_t* bytes, size_t size, const std::stri
   return image;
 }
 
-DecodedRegion DecodeImageRegion(const uint8_t* bytes, size_t size, const std::string& name,
-                                const std::function<Window(ImageSize)>& pick, ImageSize min_size) {
+DecodedRegion DecodeRegion(const uint8_t* bytes, size_t size, const std::string& name,
+                           const std::function<Window(ImageSize)>& pick, ImageSize min_size) {
   DecodedRegion region;
   if (IsJpeg(bytes, size)) {
     const std::string error = DecodeJpegRegion(bytes, size, pick, min_size, region);
@@ -214,9 +232,32 @@ DecodedRegion DecodeImageRegion(const uint8_t* bytes, size_t size, const std::st
     return region;
   }
   if (!IsPng(bytes, size)) ThrowUnknownFormat(name, size);
-  region.image = DecodeImageBytes(bytes, size, name);
+  region.image = DecodeWhole(bytes, size, name);
   region.window = pick(ImageSize{region.image.height, region.image.width});
   return region;
+}
+
+}  // namespace
+
+DecodedImage DecodeImageFile(const std::string& path) {
+  return NameFileOnOutOfMemory(path, [&] {
+    if (const std::string why = WhyNotARegularFile(path); !why.empty()) {
+      throw BadInputError(fmt::format("{}: {}; replace it with an image file or remove it", path, why));
+    }
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw BadInputError(fmt::format("{}: cannot open the image: {}", path, std::strerror(errno)));
+    const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return DecodeWhole(bytes.data(), bytes.size(), path);
+  });
+}
+
+DecodedImage DecodeImageBytes(const uint8_t* bytes, size_t size, const std::string& name) {
+  return NameFileOnOutOfMemory(name, [&] { return DecodeWhole(bytes, size, name); });
+}
+
+DecodedRegion DecodeImageRegion(const uint8_t* bytes, size_t size, const std::string& name,
+                                const std::function<Window(ImageSize)>& pick, ImageSize min_size) {
+  return NameFileOnOutOfMemory(name, [&] { return DecodeRegion(bytes, size, name, pick, min_size); });
 }
 
 }  // namespace mgpu

@@ -15,6 +15,7 @@ struct ImageDataset {
   std::vector<std::string> class_names;  // num_classes entries
   std::vector<float> mean;               // per channel, on the [0, 1] pixel scale
   std::vector<float> stddev;             // per channel
+  int64_t skipped = 0;                   // images left out as unreadable (--on-bad-image skip)
 
   int64_t size() const { return images.size(0); }
   int64_t channels() const { return images.size(1); }

@@ -45,7 +45,9 @@ ImageFolderSplit ListSplit(const std::string& dir, const std::vector<std::string
     std::vector<std::string> files;
     for (const auto& file : ListDirectory(dir + "/" + name)) {
       const std::string path = dir + "/" + name + "/" + file;
-      if (IsImageFile(file) && IsRegularFile(path)) files.push_back(path);
+      // Not only regular files: a FIFO or a broken link under an image's name is reported when
+      // it is read, not left out unseen.
+      if (IsImageFile(file) && !IsDirectory(path)) files.push_back(path);
     }
     if (files.empty()) {
       throw BadInputError(fmt::format("{}/{}: no .jpg, .jpeg or .png images in this class folder; "
@@ -125,6 +127,7 @@ ImageDataset LoadSplit(const std::string& dir, const ImageFolderSplit& listing, 
 
   ImageDataset split;
   split.name = "imagefolder/" + split_name;
+  split.skipped = static_cast<int64_t>(bad.size());
   const torch::Tensor kept = torch::tensor(good, torch::kInt64);
   split.images = bad.empty() ? images : images.index_select(0, kept).contiguous();
   split.labels = torch::tensor(listing.labels, torch::kInt64).index_select(0, kept);

@@ -3,7 +3,8 @@
 // Class names are train's sub-folder names, sorted; test's sub-folders must be among them.
 // Images are decoded in parallel threads (libjpeg-turbo, libpng), converted to RGB, resized to
 // image_size x image_size (antialiased bilinear, aspect ratio not kept, as
-// transforms.Resize((S, S))) and held in memory as uint8. Other files are ignored. Mean and
+// transforms.Resize((S, S))) and held in memory as uint8. Other files are ignored; an entry with
+// an image's name that is not a regular file (a FIFO, a broken symbolic link) is a bad image. Mean and
 // standard deviation are ImageNet's.
 #pragma once
 

@@ -1,6 +1,8 @@
 #include "data/python_pickle.h"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <map>
 
 #include <fmt/format.h>
@@ -11,25 +13,24 @@ namespace mgpu {
 namespace {
 
 using Kind = PickleValue::Kind;
+using MutableRef = std::shared_ptr<PickleValue>;
 
-PickleRef Make(Kind kind) {
-  auto value = std::make_shared<PickleValue>();
-  value->kind = kind;
-  return value;
-}
+// What one value costs in memory beyond its text and items: the struct and make_shared's
+// control block.
+constexpr uint64_t kValueBytes = sizeof(PickleValue) + 16;
 
-PickleRef MakeInt(Kind kind, int64_t integer) {
-  auto value = std::make_shared<PickleValue>();
-  value->kind = kind;
-  value->integer = integer;
-  return value;
-}
-
-PickleRef MakeString(Kind kind, std::string text) {
-  auto value = std::make_shared<PickleValue>();
-  value->kind = kind;
-  value->text = std::move(text);
-  return value;
+// Moves the values `value` holds into `out`, leaving it holding none.
+void ReleaseHeld(PickleValue& value, std::vector<PickleRef>& out) {
+  for (PickleRef& item : value.items) out.push_back(std::move(item));
+  for (auto& [key, item] : value.entries) {
+    out.push_back(std::move(key));
+    out.push_back(std::move(item));
+  }
+  for (PickleRef* ref : {&value.callable, &value.constructed, &value.state}) {
+    if (*ref) out.push_back(std::move(*ref));
+  }
+  value.items.clear();
+  value.entries.clear();
 }
 
 // UTF-8 text whose code points are all below 256, as the bytes they stand for (latin-1).
@@ -50,7 +51,8 @@ bool Latin1Bytes(const std::string& utf8, std::string& bytes) {
 
 class Machine {
  public:
-  Machine(const std::string& bytes, const std::string& source) : bytes_(bytes), source_(source) {}
+  Machine(const std::string& bytes, const std::string& source)
+      : bytes_(bytes), source_(source), budget_(kPickleBuiltBytesSlack + kPickleBuiltBytesPerByte * bytes.size()) {}
 
   PickleRef Run() {
     while (true) {
@@ -68,6 +70,44 @@ class Machine {
   [[noreturn]] void Fail(const std::string& what) const {
     throw BadInputError(fmt::format("{}: not a readable Python pickle of data: {} (at byte {})", source_, what,
                                     opcode_offset_));
+  }
+
+  // Counts `bytes` more of what the pickle built against its budget.
+  void Charge(uint64_t bytes) {
+    if (bytes > budget_ - built_) {
+      Fail(fmt::format("the pickle builds more than {} bytes of values from {} bytes; a data pickle builds about "
+                       "its own size", budget_, bytes_.size()));
+    }
+    built_ += bytes;
+  }
+
+  MutableRef New(Kind kind) {
+    Charge(kValueBytes);
+    auto value = std::make_shared<PickleValue>();
+    value->kind = kind;
+    return value;
+  }
+
+  PickleRef NewInt(Kind kind, int64_t integer) {
+    MutableRef value = New(kind);
+    value->integer = integer;
+    return value;
+  }
+
+  PickleRef NewString(Kind kind, std::string text) {
+    Charge(text.size());
+    MutableRef value = New(kind);
+    value->text = std::move(text);
+    return value;
+  }
+
+  // Records that `holder` holds `held`: the depth bound, and `held` may no longer change.
+  void Hold(PickleValue& holder, const PickleRef& held) {
+    if (held->depth >= kMaxPickleDepth) {
+      Fail(fmt::format("values nest more than {} deep; data pickles nest a few levels", kMaxPickleDepth));
+    }
+    holder.depth = std::max(holder.depth, held->depth + 1);
+    const_cast<PickleValue&>(*held).held = true;
   }
 
   uint64_t Unsigned(size_t width) {
@@ -109,28 +149,41 @@ class Machine {
     return values;
   }
 
+  // The container on top of the stack, to fill in place: the memo may hold it too, as Python's
+  // unpickler allows. One that another value holds is refused, so no value ever holds itself.
   PickleValue& Top(Kind kind, const char* opcode) {
     if (stack_.empty() || stack_.back()->kind != kind) Fail(fmt::format("{} applies to a value of another kind", opcode));
-    // Filled in place: the memo may hold the same container, as Python's unpickler does.
-    return const_cast<PickleValue&>(*stack_.back());
+    auto& container = const_cast<PickleValue&>(*stack_.back());
+    if (container.held) Fail(fmt::format("{} changes a container that another value already holds", opcode));
+    return container;
   }
 
   void Tuple(std::vector<PickleRef> items) {
-    auto tuple = std::make_shared<PickleValue>();
-    tuple->kind = Kind::kTuple;
+    Charge(items.size() * sizeof(PickleRef));
+    MutableRef tuple = New(Kind::kTuple);
+    for (const PickleRef& item : items) Hold(*tuple, item);
     tuple->items = std::move(items);
-    stack_.push_back(tuple);
+    stack_.push_back(std::move(tuple));
   }
 
   void SetItems(std::vector<PickleRef> pairs) {
     if (pairs.size() % 2 != 0) Fail("SETITEMS has a key without a value");
     PickleValue& dict = Top(Kind::kDict, "SETITEMS");
-    for (size_t i = 0; i < pairs.size(); i += 2) dict.entries.emplace_back(pairs[i], pairs[i + 1]);
+    Charge(pairs.size() * sizeof(PickleRef));
+    for (size_t i = 0; i < pairs.size(); i += 2) {
+      Hold(dict, pairs[i]);
+      Hold(dict, pairs[i + 1]);
+      if (dict.held) Fail("SETITEMS puts a dict inside itself");
+      dict.entries.emplace_back(std::move(pairs[i]), std::move(pairs[i + 1]));
+    }
   }
 
   void Append(std::vector<PickleRef> items) {
     PickleValue& list = Top(Kind::kList, "APPENDS");
-    list.items.insert(list.items.end(), items.begin(), items.end());
+    Charge(items.size() * sizeof(PickleRef));
+    for (const PickleRef& item : items) Hold(list, item);
+    if (list.held) Fail("APPENDS puts a list inside itself");
+    list.items.insert(list.items.end(), std::make_move_iterator(items.begin()), std::make_move_iterator(items.end()));
   }
 
   void Memo(uint64_t index) {
@@ -150,14 +203,16 @@ class Machine {
     std::string bytes;
     if (callable->text == "_codecs.encode" && arguments->items.size() == 2 && arguments->items[0]->kind == Kind::kText &&
         Latin1Bytes(arguments->items[0]->text, bytes)) {
-      stack_.push_back(MakeString(Kind::kBytes, std::move(bytes)));
+      stack_.push_back(NewString(Kind::kBytes, std::move(bytes)));
       return;
     }
-    auto call = std::make_shared<PickleValue>();
-    call->kind = Kind::kCall;
+    Charge(arguments->items.size() * sizeof(PickleRef));
+    MutableRef call = New(Kind::kCall);
+    Hold(*call, callable);
+    for (const PickleRef& argument : arguments->items) Hold(*call, argument);
     call->callable = std::move(callable);
     call->items = arguments->items;
-    stack_.push_back(call);
+    stack_.push_back(std::move(call));
   }
 
   void Execute(unsigned char opcode) {
@@ -170,47 +225,46 @@ class Machine {
       case 0x86: { auto b = Pop(), a = Pop(); Tuple({a, b}); break; }
       case 0x87: { auto c = Pop(), b = Pop(), a = Pop(); Tuple({a, b, c}); break; }
       case 't': Tuple(PopToMark()); break;                // TUPLE
-      case ']': stack_.push_back(Make(Kind::kList)); break;
-      case 'l': { auto items = PopToMark(); stack_.push_back(Make(Kind::kList)); Append(std::move(items)); break; }
+      case ']': stack_.push_back(New(Kind::kList)); break;
+      case 'l': { auto items = PopToMark(); stack_.push_back(New(Kind::kList)); Append(std::move(items)); break; }
       case 'a': { auto item = Pop(); Append({item}); break; }
       case 'e': Append(PopToMark()); break;
-      case '}': stack_.push_back(Make(Kind::kDict)); break;
-      case 'd': { auto pairs = PopToMark(); stack_.push_back(Make(Kind::kDict)); SetItems(std::move(pairs)); break; }
+      case '}': stack_.push_back(New(Kind::kDict)); break;
+      case 'd': { auto pairs = PopToMark(); stack_.push_back(New(Kind::kDict)); SetItems(std::move(pairs)); break; }
       case 's': { auto value = Pop(), key = Pop(); SetItems({key, value}); break; }
       case 'u': SetItems(PopToMark()); break;
-      case 'N': stack_.push_back(Make(Kind::kNone)); break;
-      case 0x88: stack_.push_back(MakeInt(Kind::kBool, 1)); break;
-      case 0x89: stack_.push_back(MakeInt(Kind::kBool, 0)); break;
-      case 'K': stack_.push_back(MakeInt(Kind::kInt, static_cast<int64_t>(Unsigned(1)))); break;
-      case 'M': stack_.push_back(MakeInt(Kind::kInt, static_cast<int64_t>(Unsigned(2)))); break;
-      case 'J': stack_.push_back(MakeInt(Kind::kInt, static_cast<int32_t>(Unsigned(4)))); break;
+      case 'N': stack_.push_back(New(Kind::kNone)); break;
+      case 0x88: stack_.push_back(NewInt(Kind::kBool, 1)); break;
+      case 0x89: stack_.push_back(NewInt(Kind::kBool, 0)); break;
+      case 'K': stack_.push_back(NewInt(Kind::kInt, static_cast<int64_t>(Unsigned(1)))); break;
+      case 'M': stack_.push_back(NewInt(Kind::kInt, static_cast<int64_t>(Unsigned(2)))); break;
+      case 'J': stack_.push_back(NewInt(Kind::kInt, static_cast<int32_t>(Unsigned(4)))); break;
       case 0x8a: {  // LONG1: little-endian two's complement of n bytes
         const uint64_t length = Unsigned(1);
         if (length > 8) Fail("an integer wider than 64 bits");
         uint64_t value = length == 0 ? 0 : Unsigned(length);
         if (length > 0 && length < 8 && (value >> (8 * length - 1)) != 0) value |= ~uint64_t{0} << (8 * length);
-        stack_.push_back(MakeInt(Kind::kInt, static_cast<int64_t>(value)));
+        stack_.push_back(NewInt(Kind::kInt, static_cast<int64_t>(value)));
         break;
       }
       case 'G': {  // BINFLOAT: big-endian IEEE double
         uint64_t bits = 0;
         for (const char byte : Take(8)) bits = (bits << 8) | static_cast<unsigned char>(byte);
-        auto value = std::make_shared<PickleValue>();
-        value->kind = Kind::kFloat;
+        MutableRef value = New(Kind::kFloat);
         std::memcpy(&value->real, &bits, sizeof(bits));
         stack_.push_back(value);
         break;
       }
       // Python 2's str is bytes (what pickle.load(..., encoding='bytes') gives).
-      case 'U': stack_.push_back(MakeString(Kind::kBytes, Take(Unsigned(1)))); break;
-      case 'T': stack_.push_back(MakeString(Kind::kBytes, Take(Unsigned(4)))); break;
-      case 'C': stack_.push_back(MakeString(Kind::kBytes, Take(Unsigned(1)))); break;
-      case 'B': stack_.push_back(MakeString(Kind::kBytes, Take(Unsigned(4)))); break;
-      case 0x8e: stack_.push_back(MakeString(Kind::kBytes, Take(Unsigned(8)))); break;
-      case 0x96: stack_.push_back(MakeString(Kind::kBytes, Take(Unsigned(8)))); break;  // BYTEARRAY8 (numpy, protocol 5)
-      case 0x8c: stack_.push_back(MakeString(Kind::kText, Take(Unsigned(1)))); break;
-      case 'X': stack_.push_back(MakeString(Kind::kText, Take(Unsigned(4)))); break;
-      case 0x8d: stack_.push_back(MakeString(Kind::kText, Take(Unsigned(8)))); break;
+      case 'U': stack_.push_back(NewString(Kind::kBytes, Take(Unsigned(1)))); break;
+      case 'T': stack_.push_back(NewString(Kind::kBytes, Take(Unsigned(4)))); break;
+      case 'C': stack_.push_back(NewString(Kind::kBytes, Take(Unsigned(1)))); break;
+      case 'B': stack_.push_back(NewString(Kind::kBytes, Take(Unsigned(4)))); break;
+      case 0x8e: stack_.push_back(NewString(Kind::kBytes, Take(Unsigned(8)))); break;
+      case 0x96: stack_.push_back(NewString(Kind::kBytes, Take(Unsigned(8)))); break;  // BYTEARRAY8 (numpy, protocol 5)
+      case 0x8c: stack_.push_back(NewString(Kind::kText, Take(Unsigned(1)))); break;
+      case 'X': stack_.push_back(NewString(Kind::kText, Take(Unsigned(4)))); break;
+      case 0x8d: stack_.push_back(NewString(Kind::kText, Take(Unsigned(8)))); break;
       case 'q': Memo(Unsigned(1)); break;   // BINPUT
       case 'r': Memo(Unsigned(4)); break;   // LONG_BINPUT
       case 0x94: Memo(memo_.size()); break; // MEMOIZE
@@ -218,21 +272,22 @@ class Machine {
       case 'j': Get(Unsigned(4)); break;    // LONG_BINGET
       case 'c': {                           // GLOBAL module\nname\n
         std::string module = Line();
-        stack_.push_back(MakeString(Kind::kGlobal, module + "." + Line()));
+        stack_.push_back(NewString(Kind::kGlobal, module + "." + Line()));  // charged: copies of the file
         break;
       }
       case 0x93: {                          // STACK_GLOBAL
         auto name = Pop(), module = Pop();
         if (name->kind != Kind::kText || module->kind != Kind::kText) Fail("STACK_GLOBAL of names that are not text");
-        stack_.push_back(MakeString(Kind::kGlobal, module->text + "." + name->text));
+        stack_.push_back(NewString(Kind::kGlobal, module->text + "." + name->text));
         break;
       }
       case 'R': { auto arguments = Pop(), callable = Pop(); Call(callable, arguments); break; }      // REDUCE
       case 0x81: { auto arguments = Pop(), callable = Pop(); Call(callable, arguments); break; }     // NEWOBJ
       case 'b': {                           // BUILD
         auto state = Pop(), object = Pop();
-        auto built = std::make_shared<PickleValue>();
-        built->kind = Kind::kObject;
+        MutableRef built = New(Kind::kObject);
+        Hold(*built, object);
+        Hold(*built, state);
         built->constructed = std::move(object);
         built->state = std::move(state);
         stack_.push_back(built);
@@ -248,6 +303,8 @@ class Machine {
   const std::string& source_;
   size_t position_ = 0;
   size_t opcode_offset_ = 0;
+  const uint64_t budget_;  // bytes the values built may take
+  uint64_t built_ = 0;
   std::vector<PickleRef> stack_;
   std::vector<size_t> marks_;
   std::map<uint64_t, PickleRef> memo_;
@@ -262,6 +319,17 @@ bool IsGlobalCall(const PickleRef& value, std::initializer_list<const char*> nam
 }
 
 }  // namespace
+
+PickleValue::~PickleValue() {
+  std::vector<PickleRef> pending;
+  ReleaseHeld(*this, pending);
+  while (!pending.empty()) {
+    PickleRef value = std::move(pending.back());
+    pending.pop_back();
+    // The last owner takes the value's own values first, so freeing it frees nothing else.
+    if (value.use_count() == 1) ReleaseHeld(const_cast<PickleValue&>(*value), pending);
+  }
+}
 
 PickleRef PickleValue::Find(const std::string& key) const {
   for (const auto& [k, v] : entries) {
@@ -310,7 +378,7 @@ PickledArray AsUint8Array(const PickleRef& value, const std::string& source, con
   for (const PickleRef& dimension : shape->items) {
     if (dimension->kind != Kind::kInt || dimension->integer < 0) fail("its shape holds something other than sizes");
     array.shape.push_back(dimension->integer);
-    elements *= dimension->integer;
+    if (__builtin_mul_overflow(elements, dimension->integer, &elements)) fail("its shape holds more than 2^63 elements");
   }
   if (data->kind != Kind::kBytes) fail("its data are not bytes");
   if (static_cast<int64_t>(data->text.size()) != elements) {

@@ -9,6 +9,12 @@
 // and a numpy array (numpy 1 or 2: `_reconstruct` then BUILD, or protocol 5's `_frombuffer`) is
 // readable with AsUint8Array. Any other opcode, or damaged data, is a BadInputError naming the
 // source, the opcode and its offset.
+//
+// Hostile pickles are bounded: values nest at most kMaxPickleDepth deep, the values and bytes a
+// pickle builds may take at most kPickleBuiltBytesPerByte times its size plus
+// kPickleBuiltBytesSlack (memo references let a few bytes copy a large value), a container may
+// not change once another value holds it (so no value contains itself), and freeing a value
+// never recurses.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +23,10 @@
 #include <vector>
 
 namespace mgpu {
+
+inline constexpr int kMaxPickleDepth = 100;  // data pickles nest fewer than 10 deep
+inline constexpr uint64_t kPickleBuiltBytesPerByte = 64;
+inline constexpr uint64_t kPickleBuiltBytesSlack = uint64_t{64} << 20;
 
 struct PickleValue;
 using PickleRef = std::shared_ptr<const PickleValue>;
@@ -32,6 +42,15 @@ struct PickleValue {
   PickleRef callable;                   // kCall: the global called (a kGlobal)
   PickleRef constructed;                // kObject: what BUILD gave `state` to (usually a kCall)
   PickleRef state;                      // kObject
+  int depth = 1;                        // 1 + the depth of the deepest value held; 1 for none
+  bool held = false;                    // whether another value holds this one
+
+  PickleValue() = default;
+  PickleValue(const PickleValue&) = delete;
+  PickleValue& operator=(const PickleValue&) = delete;
+  // Frees the values only this one holds with a loop, not recursion: a long chain of nested
+  // values would otherwise overflow the stack.
+  ~PickleValue();
 
   // The entry whose key is this text or these bytes (CIFAR's keys are bytes), or nullptr.
   PickleRef Find(const std::string& key) const;

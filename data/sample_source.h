@@ -61,6 +61,8 @@ class InMemorySamples : public SampleSource {
   const std::vector<float>& mean() const override { return dataset_.mean; }
   const std::vector<float>& stddev() const override { return dataset_.stddev; }
   int64_t Load(int64_t index, int64_t epoch, uint8_t* out) const override;
+  // The images left out when the data set was decoded (their messages went to its warnings).
+  int64_t skipped() const override { return dataset_.skipped; }
 
   const ImageDataset& dataset() const { return dataset_; }
 

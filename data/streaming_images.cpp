@@ -18,6 +18,7 @@
 #include "data/image_codec.h"
 #include "data/image_folder.h"
 #include "data/image_ops.h"
+#include "data/regular_file.h"
 #include "data/tar_index.h"
 
 namespace mgpu {
@@ -45,6 +46,10 @@ EncodedSamples FromFolderSplit(ImageFolderSplit split) {
 
 // `size` bytes at `offset` of `path` (size < 0: the whole file). Throws BadInputError.
 std::vector<uint8_t> ReadSpan(const std::string& path, int64_t offset, int64_t size) {
+  // Opening a FIFO would block: a folder entry is examined first.
+  if (const std::string why = WhyNotARegularFile(path); !why.empty()) {
+    throw BadInputError(fmt::format("{}: {}; replace it with a file or remove it", path, why));
+  }
   const ReadOnlyFile file(path);
   if (size < 0) size = file.Size();
   std::vector<uint8_t> bytes(static_cast<size_t>(size));
@@ -64,7 +69,12 @@ std::vector<std::string> TarShards(const std::string& dir) {
   }
   std::vector<std::string> shards;
   for (const std::string& name : ListDirectory(dir)) {
-    if (Lower(name).size() > 4 && Lower(name).substr(name.size() - 4) == ".tar") shards.push_back(dir + "/" + name);
+    if (Lower(name).size() <= 4 || Lower(name).substr(name.size() - 4) != ".tar") continue;
+    const std::string shard = dir + "/" + name;
+    if (const std::string why = WhyNotARegularFile(shard); !why.empty()) {
+      throw BadInputError(fmt::format("{}: {}; a shard must be a tar file: replace or remove it", shard, why));
+    }
+    shards.push_back(shard);
   }
   if (shards.empty()) {
     throw BadInputError(fmt::format("{}: no .tar shards; --dataset webdataset reads DIR/train/*.tar and DIR/test/*.tar, "
@@ -324,6 +334,7 @@ ImageDataset DecodeIntoMemory(const StreamingImages& source, bool skip_bad_image
   for (const std::string& error : bad) warnings.push_back("skipped unreadable image " + error);
   ImageDataset dataset;
   dataset.name = source.name();
+  dataset.skipped = static_cast<int64_t>(bad.size());
   dataset.images = bad.empty() ? images : images.index_select(0, torch::tensor(good, torch::kInt64)).contiguous();
   dataset.labels = torch::tensor(labels, torch::kInt64);
   dataset.class_names = source.class_names();

@@ -1,7 +1,7 @@
 #include "data/tar_index.h"
 
-#include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -26,34 +26,41 @@ std::string Field(const uint8_t* header, int at, int length) {
   return std::string(begin, strnlen(begin, static_cast<size_t>(length)));
 }
 
-// Octal digits, optionally surrounded by spaces or NULs; -1 when there are none or another
-// character appears. GNU tar writes sizes of 8 GiB and more in base 256, flagged by the top bit.
-int64_t Number(const uint8_t* header, int at, int length) {
+// A numeric field: octal digits, optionally surrounded by spaces or NULs, or GNU tar's base 256
+// (sizes of 8 GiB and more; the top bit of the first byte set, 0xff for a negative number).
+// "" when `value` was read, else what is wrong with the field ("too large ...").
+std::string ReadNumber(const uint8_t* header, int at, int length, int64_t& value) {
+  constexpr const char* kTooLarge = "too large (a base-256 number of 2^63 or more)";
+  value = 0;
   if (header[at] & 0x80) {
-    int64_t value = header[at] & 0x7f;
-    for (int i = 1; i < length; ++i) value = (value << 8) | header[at + i];
-    return value;
+    if (header[at] == 0xff) return "negative (base 256)";
+    if (header[at] != 0x80) return kTooLarge;
+    for (int i = 1; i < length; ++i) {
+      if (value > (std::numeric_limits<int64_t>::max() >> 8)) return kTooLarge;
+      value = (value << 8) | header[at + i];
+    }
+    return "";
   }
-  int64_t value = 0;
   bool digits = false;
   for (int i = 0; i < length; ++i) {
     const uint8_t c = header[at + i];
     if (c >= '0' && c <= '7') {
-      value = value * 8 + (c - '0');
+      value = value * 8 + (c - '0');  // at most 12 digits: below 2^36
       digits = true;
     } else if (c == ' ' || c == 0) {
       if (digits) break;
     } else {
-      return -1;
+      return "not a number";
     }
   }
-  return digits ? value : -1;
+  return digits ? "" : "not a number";
 }
 
 // The checksum is the sum of the header's bytes with its own field counted as spaces; some
 // old writers summed signed chars, which tar readers also accept.
 bool ChecksumMatches(const uint8_t* header) {
-  const int64_t stored = Number(header, kChecksumAt, kChecksumLength);
+  int64_t stored = 0;
+  if (!ReadNumber(header, kChecksumAt, kChecksumLength, stored).empty()) return false;
   int64_t unsigned_sum = 0, signed_sum = 0;
   for (int i = 0; i < kBlock; ++i) {
     const bool in_field = i >= kChecksumAt && i < kChecksumAt + kChecksumLength;
@@ -63,15 +70,22 @@ bool ChecksumMatches(const uint8_t* header) {
   return stored == unsigned_sum || stored == signed_sum;
 }
 
-// The path= record of a pax extended header ("<length> path=<value>\n" records); "" if none.
+// The path= record of a pax extended header ("<length> path=<value>\n" records, <length>
+// counting the whole record); "" if none, or at the first malformed record.
 std::string PaxPath(const std::string& records) {
   size_t at = 0;
   while (at < records.size()) {
-    const size_t space = records.find(' ', at);
-    if (space == std::string::npos) break;
-    const size_t length = std::strtoull(records.c_str() + at, nullptr, 10);
-    if (length == 0 || at + length > records.size()) break;
-    const std::string record = records.substr(space + 1, at + length - space - 2);  // without "\n"
+    size_t length = 0, digit = at;
+    for (; digit < records.size() && records[digit] >= '0' && records[digit] <= '9'; ++digit) {
+      if (length > records.size()) return "";  // longer than all the records: malformed
+      length = length * 10 + static_cast<size_t>(records[digit] - '0');
+    }
+    // The length's digits, a space, at least one byte and a newline, all inside the records.
+    if (digit == at || digit >= records.size() || records[digit] != ' ' || length > records.size() - at ||
+        at + length < digit + 2 || records[at + length - 1] != '\n') {
+      return "";
+    }
+    const std::string record = records.substr(digit + 1, at + length - 1 - (digit + 1));
     if (record.rfind("path=", 0) == 0) return record.substr(5);
     at += length;
   }
@@ -100,16 +114,17 @@ std::vector<TarMember> ReadTarIndex(const std::string& path) {
                                       "tar archive or is damaged; create it again, e.g. with `tar -cf`",
                                       path, offset));
     }
-    const int64_t size = Number(header, kSizeAt, kSizeLength);
-    if (size < 0) {
-      throw BadInputError(fmt::format("{}: corrupt tar header at byte {} (the size field is not a number); "
-                                      "create the archive again", path, offset));
+    const std::string member = long_name.empty() ? Field(header, kNameAt, kNameLength) : long_name;
+    int64_t size = 0;
+    if (const std::string problem = ReadNumber(header, kSizeAt, kSizeLength, size); !problem.empty()) {
+      throw BadInputError(fmt::format("{}: corrupt tar header at byte {} for member '{}': size field {}; "
+                                      "create the archive again", path, offset, member, problem));
     }
     const int64_t data = offset + kBlock;
-    if (data + size > file_size) {
-      throw BadInputError(fmt::format("{}: truncated tar: the entry at byte {} holds {} bytes but the file ends "
+    if (size > file_size - data) {
+      throw BadInputError(fmt::format("{}: truncated tar: the entry '{}' at byte {} holds {} bytes but the file ends "
                                       "at byte {}; the file is incomplete, copy or create it again",
-                                      path, offset, size, file_size));
+                                      path, member, offset, size, file_size));
     }
     const char type = static_cast<char>(header[kTypeAt]);
     if (type == 'L' || type == 'x') {

@@ -3,6 +3,8 @@
 // loaded and how many samples each split has. Errors of the streaming options exit with 2.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <nlohmann/json.hpp>
 
 #include "tests/support/image_files.h"
@@ -75,6 +77,20 @@ TEST_F(StreamLoaderCli, SkipsUnreadableStreamedImagesAndCountsThem) {
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_EQ(Summary("skip")["skipped_images"], 1);
   EXPECT_NE(ReadText(out_ / "skip/logs/rank-0.log").find("skipped unreadable image"), std::string::npos);
+}
+
+TEST_F(StreamLoaderCli, MemoryModeCountsTheImagesItSkippedAndNamesAFifo) {
+  WriteColourImageFolder(data_.path(), ColourSetOptions{kClasses, 8, 3, 30, 40, 14});
+  WriteBytes(data_ / "train/class1/0002.jpg", "\xFF\xD8\xFF broken");
+  CommandResult result = Train("memory-skip", "imagefolder", data_.path(),
+                               {"--data-loading", "memory", "--epochs", "1", "--on-bad-image", "skip"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(Summary("memory-skip")["skipped_images"], 1);
+
+  ASSERT_EQ(mkfifo((data_ / "train/class0/fifo.jpg").c_str(), 0600), 0);
+  result = Train("memory-fifo", "imagefolder", data_.path(), {"--data-loading", "memory", "--epochs", "1"});
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find(data_ / "train/class0/fifo.jpg: a FIFO"), std::string::npos) << result.output;
 }
 
 TEST_F(StreamLoaderCli, StreamOnADataSetHeldInMemoryExitsWith2) {

@@ -2,6 +2,7 @@
 // load; every kind of damage is a BadInputError that names the file and what is wrong.
 #include <gtest/gtest.h>
 
+#include "common/files.h"
 #include "common/status.h"
 #include "data/idx_reader.h"
 #include "data/image_dataset.h"
@@ -54,6 +55,34 @@ TEST(IdxReader, TruncatedDataReportsDeclaredAndFoundSizes) {
   EXPECT_NE(message.find("truncated"), std::string::npos) << message;
   EXPECT_NE(message.find("4x2x2 = 16 data bytes"), std::string::npos) << message;
   EXPECT_NE(message.find("holds 10"), std::string::npos) << message;
+}
+
+TEST(IdxReader, AHeaderDeclaringMoreThanTheFileHoldsIsRefusedBeforeAllocating) {
+  // 16 bytes declaring 8192x512x512 (2 GiB): refused from the file's size, raw or gzip.
+  TempDir dir;
+  const std::string header = IdxBytes({8192, 512, 512}, "");
+  WriteBytes(dir / "raw", header);
+  WriteGzip(dir / "packed.gz", header);
+  const long long rss_before = PeakRssBytes();
+  std::string message = BadInputMessage([&] { ReadIdxFile(dir / "raw", 3); });
+  EXPECT_NE(message.find(dir / "raw" + ": truncated: the header declares 8192x512x512 = 2147483648 data bytes but the "
+                                     "file holds 0 after its 16-byte header (16 bytes in all)"),
+            std::string::npos)
+      << message;
+  message = BadInputMessage([&] { ReadIdxFile(dir / "packed.gz", 3); });
+  EXPECT_NE(message.find(dir / "packed.gz" + ": the header declares 8192x512x512 = 2147483648 data bytes but the "
+                                           "compressed file has"),
+            std::string::npos)
+      << message;
+  EXPECT_LT(PeakRssBytes() - rss_before, 256LL << 20) << "the declared size was allocated";
+}
+
+TEST(IdxReader, DimensionsWhoseProductOverflowsAreRefused) {
+  // Found by tests/fuzz (fuzz_idx): the product of the dimensions overflowed int64 (UB).
+  TempDir dir;
+  WriteBytes(dir / "huge", IdxBytes({4269311879, 2273806215, 2}, ""));
+  const std::string message = BadInputMessage([&] { ReadIdxFile(dir / "huge", 3); });
+  EXPECT_NE(message.find(dir / "huge" + ": header declares more than 17179869184 elements"), std::string::npos) << message;
 }
 
 TEST(IdxReader, TruncatedHeaderAndEmptyFile) {

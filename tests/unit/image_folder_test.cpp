@@ -6,6 +6,9 @@
 #include <cstring>
 
 #include <png.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #include "common/files.h"
 #include "common/status.h"
@@ -131,6 +134,71 @@ TEST(ImageFolder, CorruptImageIsSkippedAndReportedWhenAsked) {
   ASSERT_EQ(data.warnings.size(), 2u);
   EXPECT_NE(data.warnings[0].find(dir / "train/cat/broken.jpg"), std::string::npos) << data.warnings[0];
   EXPECT_NE(data.warnings[1].find("skipped 1 of 4 images"), std::string::npos) << data.warnings[1];
+}
+
+// `jpeg` with the frame size in its SOF0 header changed to width x height.
+std::string WithJpegFrameSize(std::string jpeg, int width, int height) {
+  const size_t sof = jpeg.find("\xFF\xC0");
+  EXPECT_NE(sof, std::string::npos);
+  jpeg[sof + 5] = static_cast<char>(height >> 8);
+  jpeg[sof + 6] = static_cast<char>(height & 0xFF);
+  jpeg[sof + 7] = static_cast<char>(width >> 8);
+  jpeg[sof + 8] = static_cast<char>(width & 0xFF);
+  return jpeg;
+}
+
+// A PNG whose header declares width x height RGB pixels, with one row of data.
+std::string PngDeclaring(uint32_t width, uint32_t height) {
+  auto be32 = [](uint32_t v) { return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; };
+  auto chunk = [&](const std::string& type, const std::string& data) {
+    const std::string typed = type + data;
+    const uLong crc = crc32(0, reinterpret_cast<const Bytef*>(typed.data()), static_cast<uInt>(typed.size()));
+    return be32(static_cast<uint32_t>(data.size())) + typed + be32(static_cast<uint32_t>(crc));
+  };
+  std::string row(1 + 3 * 16, '\0');
+  std::string packed(compressBound(row.size()), '\0');
+  uLongf packed_size = packed.size();
+  compress(reinterpret_cast<Bytef*>(packed.data()), &packed_size, reinterpret_cast<const Bytef*>(row.data()), row.size());
+  packed.resize(packed_size);
+  return std::string("\x89PNG\r\n\x1a\n", 8) + chunk("IHDR", be32(width) + be32(height) + std::string("\x08\x02\0\0\0", 5)) +
+         chunk("IDAT", packed) + chunk("IEND", "");
+}
+
+TEST(ImageCodec, DecompressionBombsAreRefusedBeforeTheirPixelsAreAllocated) {
+  // 20000 x 20000 is 400 million pixels (1.2 GB decoded) from a few hundred bytes; Pillow's limit
+  // is 2 x 89,478,485 pixels.
+  const std::string jpeg = WithJpegFrameSize(EncodeJpeg(8, 8, Solid(8, 8, 1, 2, 3)), 20000, 20000);
+  const std::string png = PngDeclaring(20000, 20000);
+  const long long rss_before = PeakRssBytes();
+  for (const std::pair<std::string, std::string>& bomb : {std::pair{"bomb.jpg", jpeg}, std::pair{"bomb.png", png}}) {
+    const std::string message = BadInputMessage([&] {
+      DecodeImageBytes(reinterpret_cast<const uint8_t*>(bomb.second.data()), bomb.second.size(), bomb.first);
+    });
+    EXPECT_NE(message.find(bomb.first + ": cannot decode the image: its header declares"), std::string::npos) << message;
+    EXPECT_NE(message.find("20000x20000 = 400000000 pixels, more than the 178956970"), std::string::npos) << message;
+  }
+  EXPECT_LT(PeakRssBytes() - rss_before, 256LL << 20) << "the pixels were allocated before the check";
+}
+
+TEST(ImageFolder, AFifoOrABrokenLinkNamedLikeAnImageIsABadImageNotLeftOutUnseen) {
+  TempDir dir;
+  WriteTinyFolder(dir.path());
+  ASSERT_EQ(mkfifo((dir / "train/cat/fifo.jpg").c_str(), 0600), 0);  // opening it would block
+  ASSERT_EQ(symlink("absent.png", (dir / "train/cat/dangling.png").c_str()), 0);
+  ASSERT_EQ(symlink("loop-b.jpg", (dir / "train/dog/loop-a.jpg").c_str()), 0);
+  ASSERT_EQ(symlink("loop-a.jpg", (dir / "train/dog/loop-b.jpg").c_str()), 0);
+  const std::string message = BadInputMessage([&] { LoadImageFolder(dir.path(), ImageFolderOptions{12, "fail", 2}); });
+  EXPECT_NE(message.find("4 of 7 images in " + dir / "train" + " cannot be read"), std::string::npos) << message;
+  EXPECT_NE(message.find(dir / "train/cat/fifo.jpg: a FIFO"), std::string::npos) << message;
+  EXPECT_NE(message.find(dir / "train/cat/dangling.png: a dangling symbolic link to 'absent.png'"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find(dir / "train/dog/loop-a.jpg: a symbolic link loop"), std::string::npos) << message;
+
+  const TrainTestSplit data = LoadImageFolder(dir.path(), ImageFolderOptions{12, "skip", 2});
+  EXPECT_EQ(data.train.size(), 3);
+  EXPECT_EQ(data.train.skipped, 4);
+  EXPECT_EQ(data.test.skipped, 0);
+  EXPECT_NE(data.warnings.back().find("skipped 4 of 7 images"), std::string::npos) << data.warnings.back();
 }
 
 TEST(ImageFolder, LayoutErrorsSayWhatIsExpected) {

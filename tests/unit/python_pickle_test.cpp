@@ -104,6 +104,41 @@ TEST(PythonPickle, DamageIsAnErrorNamingTheFileAndTheOffset) {
             std::string::npos);
 }
 
+TEST(PythonPickle, DeeplyNestedValuesAreAnErrorNamingTheFileNotACrash) {
+  // 300,000 tuples each holding the last: freeing them recursively overflowed the stack.
+  TempDir dir;
+  WriteBytes(dir / "data_batch_1", "\x80\x02N"s + std::string(300000, '\x85') + "."s);
+  const std::string message = BadInputMessage([&] { ReadCifarPythonBatch(dir / "data_batch_1", 2); });
+  EXPECT_NE(message.find(dir / "data_batch_1" + ": not a readable Python pickle of data: values nest more than 100 deep"),
+            std::string::npos)
+      << message;
+  // At the bound a value still reads, and is freed without recursion.
+  const PickleRef nested = ReadPickle("N"s + std::string(kMaxPickleDepth - 1, '\x85') + "."s, "deep.pkl");
+  EXPECT_EQ(nested->depth, kMaxPickleDepth);
+}
+
+TEST(PythonPickle, AContainerCannotHoldItselfOrChangeOnceHeld) {
+  EXPECT_NE(BadInputMessage([&] { ReadPickle("]q\x00h\x00" "a."s, "self.pkl"); }).find("APPENDS puts a list inside itself"),
+            std::string::npos);
+  // The list, memoized, goes into a tuple and is then appended to through the memo.
+  EXPECT_NE(BadInputMessage([&] { ReadPickle("]q\x00\x85h\x00Na."s, "held.pkl"); })
+                .find("APPENDS changes a container that another value already holds"),
+            std::string::npos);
+}
+
+TEST(PythonPickle, MemoReferencesCannotBuildFarMoreThanTheFileHolds) {
+  // A memoized tuple of 100,000 Nones passed to a call 300 times: each REDUCE copies the
+  // arguments, 1.6 MB each, from 5 bytes of pickle.
+  const std::string pickle = "("s + std::string(100000, 'N') + "tq\x00" "cm\nf\nq\x01"s + [] {
+    std::string calls;
+    for (int i = 0; i < 300; ++i) calls += "h\x01h\x00R"s;
+    return calls;
+  }() + "."s;
+  const std::string message = BadInputMessage([&] { ReadPickle(pickle, "bomb.pkl"); });
+  EXPECT_NE(message.find("bomb.pkl: not a readable Python pickle of data: the pickle builds more than"), std::string::npos)
+      << message;
+}
+
 TEST(PythonPickle, ABatchOfAnotherShapeTypeOrLabelSetIsRejectedSayingWhy) {
   TempDir dir;
   WriteBytes(dir / "floats", CifarBatchPickle({1, 2}, false, "<f4"));

@@ -8,6 +8,11 @@
 #include <chrono>
 #include <cmath>
 #include <thread>
+#include <tuple>
+
+#include <sys/stat.h>
+
+#include <fmt/format.h>
 
 #include "common/files.h"
 #include "common/status.h"
@@ -73,6 +78,31 @@ TEST(TarIndex, CorruptHeaderIsAnErrorNamingTheOffset) {
   EXPECT_NE(message.find("corrupt tar header at byte 1024"), std::string::npos) << message;
   WriteBytes(dir / "not.tar", std::string(2048, 'z'));
   EXPECT_NE(BadInputMessage([&] { ReadTarIndex(dir / "not.tar"); }).find("byte 0"), std::string::npos);
+}
+
+TEST(TarIndex, NumericFieldsOutOfRangeAreErrorsNamingTheShardAndTheMember) {
+  TempDir dir;
+  // GNU base 256: 0x80, then 11 bytes of the number; 0xff first is negative. 2^63 - 1 fits an
+  // int64 but overflowed offset + size into a negative read offset.
+  const std::string huge = "\x80" + std::string(11, '\xff');
+  const std::string negative(12, '\xff');
+  const std::string largest = "\x80" + std::string(3, '\0') + "\x7f" + std::string(7, '\xff');
+  for (const auto& [name, size_field, problem] :
+       {std::tuple{"huge.tar", huge, ": corrupt tar header at byte 0 for member 'big.jpg': size field too large"},
+        std::tuple{"negative.tar", negative, ": corrupt tar header at byte 0 for member 'big.jpg': size field negative"},
+        std::tuple{"largest.tar", largest, ": truncated tar: the entry 'big.jpg' at byte 0 holds 9223372036854775807 bytes"}}) {
+    std::string tar = TarEntry("big.jpg", "x") + TarEnd();
+    std::copy(size_field.begin(), size_field.end(), tar.begin() + 124);
+    std::fill(tar.begin() + 148, tar.begin() + 156, ' ');  // checksum of the changed header
+    int sum = 0;
+    for (int i = 0; i < 512; ++i) sum += static_cast<unsigned char>(tar[static_cast<size_t>(i)]);
+    const std::string checksum = fmt::format("{:06o}", sum);
+    std::copy(checksum.begin(), checksum.end(), tar.begin() + 148);
+    tar[154] = '\0';
+    WriteBytes(dir / name, tar);
+    const std::string message = BadInputMessage([&, name = name] { ReadTarIndex(dir / name); });
+    EXPECT_NE(message.find(dir / name + problem), std::string::npos) << message;
+  }
 }
 
 // The streaming decode (DCT-scaled, only the crop's rows and columns) against the full decode
@@ -242,6 +272,18 @@ TEST_F(StreamingFolder, BadImagesFailNamingThePathOrAreReplacedByTheNextSample) 
   ASSERT_EQ(reported.size(), 1u);
   EXPECT_NE(reported[0].find(bad), std::string::npos);
   EXPECT_TRUE(skipping->TakeNewlySkipped().empty());
+}
+
+TEST_F(StreamingFolder, AFifoNamedLikeAnImageIsABadImageNotAReadThatBlocks) {
+  const std::string fifo = dir_ / "train/class0/0003.jpg";
+  ASSERT_TRUE(RemovePath(fifo));
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);  // open() would wait for a writer forever
+  std::vector<uint8_t> pixels(3 * 24 * 24);
+  const std::string message = BadInputMessage([&] { Train()->Load(3, 0, pixels.data()); });
+  EXPECT_NE(message.find(fifo + ": a FIFO (named pipe), not a regular file"), std::string::npos) << message;
+  const auto skipping = Train(StreamTransform::kResizeCenterCrop, /*skip=*/true);
+  EXPECT_EQ(skipping->Load(3, 0, pixels.data()), skipping->label(4));
+  EXPECT_EQ(skipping->skipped(), 1);
 }
 
 TEST(WebDataset, IndexesShardsWithClassNames) {
