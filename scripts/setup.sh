@@ -28,6 +28,7 @@ readonly DEBIAN_PACKAGES=(
   libspdlog-dev libfmt-dev libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libgloo-dev
   libjpeg62-turbo-dev libpng-dev
+  libutfcpp-dev
   openssl
   dataset-fashion-mnist
   chromium
