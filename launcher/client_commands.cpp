@@ -17,7 +17,9 @@
 #include "common/real.h"
 #include "common/status.h"
 #include "launcher/serve_options.h"
+#include "launcher/server_security.h"
 #include "launcher/subcommand_args.h"
+#include "launcher/utf8_text.h"
 #include "service/job_service.grpc.pb.h"
 #include "worker/coordinator_client.h"
 
@@ -28,16 +30,22 @@ constexpr auto kCallTimeout = std::chrono::seconds(10);
 constexpr size_t kMaxConfigBytes = 256 * 1024;  // as the service accepts
 
 struct Connection {
-  std::string server;
+  std::string server;  // "": DefaultServerAddress()
   std::string token;
+  std::string token_file;
+  std::string token_on_command_line;  // refused
   std::string tls_ca;
 };
 
 void AddConnectionOptions(CLI::App& app, Connection& connection) {
   const char* server = std::getenv("MGPU_SERVER");
-  connection.server = server != nullptr && *server != '\0' ? server : kDefaultServer;
-  app.add_option("--server", connection.server, "the service's HOST:PORT [$MGPU_SERVER, else 127.0.0.1:29600]");
-  app.add_option("--token", connection.token, "the service's shared secret")->envname("MGPU_TOKEN");
+  if (server != nullptr) connection.server = server;
+  app.add_option("--server", connection.server,
+                 "the service: unix:PATH (its socket) or HOST:PORT [$MGPU_SERVER, else "
+                 "unix:~/.local/state/mgpu/serve/serve.sock]");
+  app.add_option("--token-file", connection.token_file,
+                 "for a service over TCP: the file holding its shared secret [else $MGPU_TOKEN]");
+  app.add_option("--token", connection.token_on_command_line, "refused: use --token-file or MGPU_TOKEN")->group("");
   app.add_option("--tls-ca", connection.tls_ca, "the CA certificate (PEM) to trust, for a service serving TLS");
 }
 
@@ -65,8 +73,19 @@ int Report(const std::string& command, const Connection& connection, const grpc:
   }
 }
 
-std::unique_ptr<service::JobService::Stub> Connect(const Connection& connection) {
-  ParseHostPort(connection.server, "--server", 1);
+// Resolves the server's address and the token (throwing BadInputError for a token on the command
+// line, a bad token file, or a malformed address) and opens a channel.
+std::unique_ptr<service::JobService::Stub> Connect(const CLI::App& app, Connection& connection) {
+  if (app.count("--token") > 0) throw BadInputError(TokenOnCommandLineMessage(app.get_name()));
+  connection.token = LoadToken(connection.token_file, std::getenv("MGPU_TOKEN"));
+  if (connection.server.empty()) connection.server = DefaultServerAddress();
+  if (connection.server.rfind("unix:", 0) == 0) {
+    if (connection.server.size() < 7 || connection.server[5] != '/') {
+      throw BadInputError(fmt::format("--server {}: a socket is named unix:ABSOLUTE-PATH", connection.server));
+    }
+  } else {
+    ParseHostPort(connection.server, "--server", 1);
+  }
   return service::JobService::NewStub(MakeCoordinatorChannel(connection.server, connection.tls_ca));
 }
 
@@ -176,13 +195,20 @@ int SubmitCommand(const std::vector<std::string>& args) {
   service::SubmitRequest request;
   if (resume.empty()) {
     if (config.empty()) throw BadInputError("give the job's configuration file (mgpu submit CONFIG), or --resume ID");
+    if (IsDirectory(config)) {
+      throw BadInputError(fmt::format("{} is a folder; give the job's configuration file (a YAML file)", config));
+    }
     const long long size = FileSize(config);
     if (size > static_cast<long long>(kMaxConfigBytes)) {
       throw BadInputError(fmt::format("{} is {} bytes; the service accepts configurations of at most {}", config, size,
                                       kMaxConfigBytes));
     }
-    request.set_config_yaml(ReadFile(config));
-    request.set_config_name(config.substr(config.rfind('/') == std::string::npos ? 0 : config.rfind('/') + 1));
+    const std::string yaml = ReadFile(config);
+    RequireUtf8(yaml, config);
+    const std::string name = config.substr(config.rfind('/') == std::string::npos ? 0 : config.rfind('/') + 1);
+    RequireUtf8(name, fmt::format("the file name of {}", config));
+    request.set_config_yaml(yaml);
+    request.set_config_name(name);
   } else {
     if (!config.empty()) {
       throw BadInputError("--resume continues the earlier job with its own configuration; leave CONFIG out");
@@ -191,7 +217,7 @@ int SubmitCommand(const std::vector<std::string>& args) {
   }
   request.set_gpus(gpus);
   request.set_priority(priority);
-  auto stub = Connect(connection);
+  auto stub = Connect(app, connection);
   grpc::ClientContext context;
   Prepare(context, connection, false);
   service::SubmitReply reply;
@@ -217,7 +243,7 @@ void PrintJob(const service::Job& job) {
   const std::string outcome = Outcome(job);
   if (!outcome.empty()) std::printf("  %-11s %s\n", job.state() == service::SUCCEEDED ? "result" : "progress", outcome.c_str());
   if (!job.message().empty()) std::printf("  message     %s\n", job.message().c_str());
-  if (job.ended_unix_ms() != 0 && job.started_unix_ms() != 0) std::printf("  exit code   %d\n", job.exit_code());
+  if (job.has_exit_code()) std::printf("  exit code   %d\n", job.exit_code());
   if (job.state() != service::QUEUED) std::printf("  output      %s\n", job.run_folder().c_str());
 }
 
@@ -233,7 +259,7 @@ int StatusCommand(const std::vector<std::string>& args) {
                "proto/service/job_service.proto, 64-bit numbers as strings)");
   AddConnectionOptions(app, connection);
   if (const auto exit_code = ParseSubcommandArgs(app, args)) return *exit_code;
-  auto stub = Connect(connection);
+  auto stub = Connect(app, connection);
   grpc::ClientContext context;
   Prepare(context, connection, false);
   if (!id.empty()) {
@@ -284,7 +310,7 @@ int WatchCommand(const std::vector<std::string>& args) {
   if (const auto exit_code = ParseSubcommandArgs(app, args)) return *exit_code;
   service::WatchRequest request;
   request.set_id(ParseJobId(id));
-  auto stub = Connect(connection);
+  auto stub = Connect(app, connection);
   grpc::ClientContext context;
   Prepare(context, connection, true);
   auto reader = stub->Watch(&context, request);
@@ -312,7 +338,7 @@ int CancelCommand(const std::vector<std::string>& args) {
   if (const auto exit_code = ParseSubcommandArgs(app, args)) return *exit_code;
   service::CancelRequest request;
   request.set_id(ParseJobId(id));
-  auto stub = Connect(connection);
+  auto stub = Connect(app, connection);
   grpc::ClientContext context;
   Prepare(context, connection, false);
   service::CancelReply reply;
@@ -343,7 +369,7 @@ int LogsCommand(const std::vector<std::string>& args) {
   request.set_id(ParseJobId(id));
   if (app.count("--rank") > 0) request.set_rank(rank);
   request.set_follow(follow);
-  auto stub = Connect(connection);
+  auto stub = Connect(app, connection);
   grpc::ClientContext context;
   Prepare(context, connection, true);
   auto reader = stub->Logs(&context, request);

@@ -1,6 +1,7 @@
 #include "launcher/job_journal.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +20,14 @@ namespace {
 std::string FolderOf(const std::string& path) {
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// The job's last sign of life: when its console output last changed, else when it started.
+int64_t LastKnownRunning(const JobRecord& job) {
+  struct stat info {};
+  if (::stat((job.job_folder + "/console.log").c_str(), &info) != 0) return job.started_unix_ms;
+  const int64_t changed = int64_t{info.st_mtim.tv_sec} * 1000 + info.st_mtim.tv_nsec / 1000000;
+  return std::max(job.started_unix_ms, changed);
 }
 
 }  // namespace
@@ -53,21 +62,22 @@ RecoveredJobs ReplayJournal(const std::string& text, const std::string& path) {
   return recovered;
 }
 
-void MarkInterrupted(std::vector<JobRecord>& jobs, int64_t now_unix_ms) {
+void MarkInterrupted(std::vector<JobRecord>& jobs) {
   for (JobRecord& job : jobs) {
     if (job.status != JobStatus::kRunning) continue;
     job.status = JobStatus::kInterrupted;
-    job.ended_unix_ms = now_unix_ms;
+    job.ended_unix_ms = LastKnownRunning(job);
+    job.exit_code.reset();
     job.message = fmt::format("the service stopped while the job ran (found running at the service's restart); "
                               "`mgpu submit --resume {}` continues it from its last checkpoint, if it wrote one",
                               job.id);
   }
 }
 
-JobJournal::JobJournal(const std::string& path, int64_t now_unix_ms) : path_(path) {
+JobJournal::JobJournal(const std::string& path) : path_(path) {
   const std::string text = IsRegularFile(path) ? ReadFile(path) : std::string();
   recovered_ = ReplayJournal(text, path);
-  MarkInterrupted(recovered_.jobs, now_unix_ms);
+  MarkInterrupted(recovered_.jobs);
   std::string compacted;
   for (const JobRecord& job : recovered_.jobs) compacted += JobRecordToJson(job).dump() + "\n";
   WriteFileAtomically(path, compacted);

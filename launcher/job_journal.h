@@ -28,15 +28,17 @@ struct RecoveredJobs {
 // that is not the last.
 RecoveredJobs ReplayJournal(const std::string& text, const std::string& path);
 
-// Jobs recorded as running become interrupted, ended at `now_unix_ms`, with a message saying how
-// to resume them.
-void MarkInterrupted(std::vector<JobRecord>& jobs, int64_t now_unix_ms);
+// Jobs recorded as running become interrupted, with a message saying how to resume them, no exit
+// code (their process's end was not seen) and, as their end, the last time they were known to
+// run: the last change of <job folder>/console.log (which `mgpu run` writes to while it runs),
+// else their start.
+void MarkInterrupted(std::vector<JobRecord>& jobs);
 
 class JobJournal {
  public:
   // Opens `path` (creating it), recovers it as above and keeps it open for appends. Throws
   // BadInputError for a damaged journal, mgpu::Error when it cannot be written.
-  JobJournal(const std::string& path, int64_t now_unix_ms);
+  explicit JobJournal(const std::string& path);
   ~JobJournal();
   JobJournal(const JobJournal&) = delete;
   JobJournal& operator=(const JobJournal&) = delete;

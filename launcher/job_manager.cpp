@@ -53,7 +53,7 @@ std::string SlotNames(const DeviceSlots& slots, const std::vector<int>& indices)
 
 JobManager::JobManager(const ManagerOptions& options) : options_(options) {
   MakeDirectories(options_.state_dir + "/jobs");
-  journal_ = std::make_unique<JobJournal>(options_.state_dir + "/jobs.journal", UnixMillis());
+  journal_ = std::make_unique<JobJournal>(options_.state_dir + "/jobs.journal");
   warnings_ = journal_->recovered().warnings;
   for (const JobRecord& job : journal_->recovered().jobs) {
     jobs_[job.id] = job;
@@ -146,9 +146,10 @@ std::vector<std::unique_ptr<WorkerGroup>> JobManager::ReapLocked() {
     JobRecord& job = jobs_.at(it->first);
     const coordinator::WorkerExit& exit = running.exit;
     job.ended_unix_ms = exit.unix_millis();
-    job.exit_code = exit.signal() != 0 ? 128 + exit.signal() : exit.exit_code();
+    const int exit_code = exit.signal() != 0 ? 128 + exit.signal() : exit.exit_code();
+    job.exit_code = exit_code;
     job.result = ReadResult(job.run_folder);
-    if (job.exit_code == 0) {
+    if (exit_code == 0) {
       job.status = JobStatus::kSucceeded;
     } else if (stopping_) {
       job.status = JobStatus::kInterrupted;
@@ -162,13 +163,13 @@ std::vector<std::unique_ptr<WorkerGroup>> JobManager::ReapLocked() {
       job.status = JobStatus::kFailed;
       job.message = job.result && !job.result->error.empty()
                         ? job.result->error
-                        : fmt::format("mgpu run exited with code {}; its last output:\n{}", job.exit_code,
+                        : fmt::format("mgpu run exited with code {}; its last output:\n{}", exit_code,
                                       fmt::format("{}", fmt::join(LastNonEmptyLines(exit.log_tail(), 5), "\n")));
     }
     for (int slot : job.devices) free_[static_cast<size_t>(slot)] = true;
     PersistLocked(job);
     std::fprintf(stderr, "mgpu serve: job %lld %s (exit code %d); %s free\n", static_cast<long long>(job.id),
-                 JobStatusName(job.status), job.exit_code, SlotNames(options_.slots, job.devices).c_str());
+                 JobStatusName(job.status), exit_code, SlotNames(options_.slots, job.devices).c_str());
     ended.push_back(std::move(running.group));
     it = running_.erase(it);
   }
@@ -297,7 +298,7 @@ grpc::Status JobManager::Submit(const service::SubmitRequest& request, service::
   const std::string folder = fmt::format("{}/jobs/{}", options_.state_dir, id);
   JobRecord job;
   try {
-    job = PrepareJob(id, submission, folder, options_.slots, options_.checkpoint_every);
+    job = PrepareJob(id, submission, folder, options_.slots, options_.checkpoint_every, options_.paths);
   } catch (const BadInputError& e) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, e.what());
   } catch (const std::exception& e) {
@@ -346,7 +347,7 @@ void JobManager::FillJob(const JobRecord& r, service::Job* job) const {
   job->set_submitted_unix_ms(r.submitted_unix_ms);
   job->set_started_unix_ms(r.started_unix_ms);
   job->set_ended_unix_ms(r.ended_unix_ms);
-  job->set_exit_code(r.exit_code);
+  if (r.exit_code) job->set_exit_code(*r.exit_code);
   job->set_message(r.message);
   job->set_run_folder(r.run_folder);
   job->set_resumes_job_id(r.resumes_job_id);

@@ -30,6 +30,7 @@
 
 #include "coordinator/coordinator.pb.h"
 #include "launcher/job_journal.h"
+#include "launcher/job_paths.h"
 #include "launcher/job_state.h"
 #include "launcher/serve_options.h"
 #include "launcher/worker_group.h"
@@ -42,6 +43,7 @@ struct ManagerOptions {
   DeviceSlots slots;
   int64_t checkpoint_every = 0;  // for jobs whose configuration has none
   std::chrono::milliseconds stop_grace{10000};
+  PathPolicy paths;  // where jobs may read and write, beyond their own folder
 };
 
 class JobManager {

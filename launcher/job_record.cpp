@@ -56,7 +56,7 @@ nlohmann::json JobRecordToJson(const JobRecord& r) {
       {"submitted_unix_ms", r.submitted_unix_ms},
       {"started_unix_ms", r.started_unix_ms},
       {"ended_unix_ms", r.ended_unix_ms},
-      {"exit_code", r.exit_code},
+      {"exit_code", r.exit_code ? nlohmann::json(*r.exit_code) : nlohmann::json(nullptr)},
       {"message", r.message},
       {"cancel_requested", r.cancel_requested},
       {"result", nullptr},
@@ -98,7 +98,9 @@ JobRecord JobRecordFromJson(const nlohmann::json& json) {
   r.submitted_unix_ms = Field<int64_t>(json, "submitted_unix_ms");
   r.started_unix_ms = Field<int64_t>(json, "started_unix_ms");
   r.ended_unix_ms = Field<int64_t>(json, "ended_unix_ms");
-  r.exit_code = Field<int>(json, "exit_code");
+  if (const auto exit_code = json.find("exit_code"); exit_code == json.end() || !exit_code->is_null()) {
+    r.exit_code = Field<int>(json, "exit_code");
+  }
   r.message = Field<std::string>(json, "message");
   r.cancel_requested = Field<bool>(json, "cancel_requested");
   const auto result = json.find("result");

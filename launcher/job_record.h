@@ -52,7 +52,9 @@ struct JobRecord {
   int64_t submitted_unix_ms = 0;
   int64_t started_unix_ms = 0;
   int64_t ended_unix_ms = 0;
-  int exit_code = 0;
+  // Its `mgpu run`'s exit code (128 + signal); none while queued or running, when cancelled
+  // before it started, or when interrupted by the service's restart (its end was not seen).
+  std::optional<int> exit_code;
   std::string message;  // why it failed, was cancelled or interrupted
   bool cancel_requested = false;
   std::optional<JobResult> result;

@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 
 #include "common/status.h"
+#include "launcher/peer_socket.h"
+#include "launcher/utf8_text.h"
 #include "service/job_service.grpc.pb.h"
 
 namespace mgpu {
@@ -44,6 +46,12 @@ grpc::Status CheckSubmit(const service::SubmitRequest& r) {
   }
   for (char c : r.config_name()) {
     if (static_cast<unsigned char>(c) < 0x20) return Invalid("config_name holds control characters");
+  }
+  try {
+    RequireUtf8(r.config_name(), "config_name");
+    RequireUtf8(r.config_yaml(), r.config_name().empty() ? "the configuration" : r.config_name());
+  } catch (const BadInputError& e) {
+    return Invalid(e.what());
   }
   if (r.priority() < -kMaxPriority || r.priority() > kMaxPriority) {
     return Invalid(fmt::format("--priority {}: expected -{} to {}", r.priority(), kMaxPriority, kMaxPriority));
@@ -301,9 +309,16 @@ class JobServer::Service : public service::JobService::CallbackService {
 
  private:
   grpc::Status Authenticate(const grpc::CallbackServerContext& context) const {
+    if (IsSocketPeer(context.peer())) return grpc::Status::OK;  // its uid was checked when it connected
+    if (token_.empty()) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          "this mgpu serve takes calls over TCP only with a token, and it has none");
+    }
     return CheckToken(context, token_,
-                      "this mgpu serve requires a token: pass the one it was started with as --token (or MGPU_TOKEN)",
-                      "wrong token: pass the token this mgpu serve was started with as --token (or MGPU_TOKEN)");
+                      "this mgpu serve requires a token: pass the one it was started with in --token-file FILE "
+                      "(or MGPU_TOKEN)",
+                      "wrong token: pass the token this mgpu serve was started with in --token-file FILE (or "
+                      "MGPU_TOKEN)");
   }
 
   template <typename Body>
@@ -339,25 +354,34 @@ class JobServer::Service : public service::JobService::CallbackService {
   std::string token_;
 };
 
-JobServer::JobServer(JobManager& manager, const std::string& host, int port, const ServerSecurity& security)
-    : streams_(std::make_unique<JobStreams>()), service_(std::make_unique<Service>(manager, *streams_, security.token)) {
-  const std::string listen = JoinHostPort(host, port);
+JobServer::JobServer(JobManager& manager, const JobEndpoints& endpoints)
+    : streams_(std::make_unique<JobStreams>()),
+      service_(std::make_unique<Service>(manager, *streams_, endpoints.security.token)) {
   grpc::ServerBuilder builder;
   int selected_port = 0;
-  builder.AddListeningPort(listen, MakeServerCredentials(security), &selected_port);
+  const std::string listen = JoinHostPort(endpoints.tcp_host, endpoints.tcp_port);
+  if (!endpoints.tcp_host.empty()) {
+    builder.AddListeningPort(listen, MakeServerCredentials(endpoints.security), &selected_port);
+  }
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
-  if (!server_ || selected_port == 0) {
+  if (!server_ || (!endpoints.tcp_host.empty() && selected_port == 0)) {
     throw BadInputError(fmt::format("cannot serve at {}: the address is taken or not of this machine; pick another "
                                     "--listen, or stop what holds it",
                                     listen));
   }
-  address_ = JoinHostPort(host, selected_port);
+  if (!endpoints.tcp_host.empty()) tcp_address_ = JoinHostPort(endpoints.tcp_host, selected_port);
+  if (!endpoints.socket_path.empty()) {
+    socket_ = std::make_unique<PeerSocket>(endpoints.socket_path, endpoints.socket_uids, *server_);
+  }
 }
 
+std::string JobServer::socket_address() const { return socket_ ? socket_->address() : ""; }
+
 JobServer::~JobServer() {
+  socket_.reset();  // admits no more connections
   // Open streams are cancelled at the deadline; each finishes on its cancellation.
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server_.reset();

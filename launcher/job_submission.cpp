@@ -19,14 +19,6 @@ void ReplaceAll(std::string& text, const std::string& from, const std::string& t
   }
 }
 
-void RequireAbsolute(const std::string& key, const std::string& path) {
-  if (!path.empty() && path.front() != '/') {
-    throw BadInputError(fmt::format("'{}: {}' is a relative path; give an absolute one: jobs run on the service's "
-                                    "host in their own folder, not in the folder you submit from",
-                                    key, path));
-  }
-}
-
 // The checks that depend on the service's devices, before the worker flags are final.
 void CheckDevices(const TrainConfig& config, int gpus, const DeviceSlots& slots) {
   if (gpus < 1 || gpus > slots.count()) {
@@ -89,7 +81,7 @@ void CheckDataFiles(const TrainConfig& config) {
 }
 
 JobRecord PrepareJob(int64_t id, const Submission& submission, const std::string& job_folder,
-                     const DeviceSlots& slots, int64_t checkpoint_every) {
+                     const DeviceSlots& slots, int64_t checkpoint_every, const PathPolicy& paths) {
   const std::string config_path = job_folder + "/submitted.yaml";
   const std::string run_folder = job_folder + "/run";
   try {
@@ -97,9 +89,9 @@ JobRecord PrepareJob(int64_t id, const Submission& submission, const std::string
     WriteFileAtomically(config_path, submission.config_yaml);
     std::vector<std::string> worker_args = {"--config", config_path, "--out", run_folder, "--progress", "lines"};
     const TrainConfig given = ParseJobWorkerConfig(worker_args);
-    RequireAbsolute("data-dir", given.data_dir);
-    RequireAbsolute("resume", given.resume);
-    RequireAbsolute("memory-snapshot", given.memory_snapshot);
+    CheckJobPaths(given, job_folder, run_folder, paths);
+    const std::vector<std::string> absolute = AbsolutePathFlags(given, job_folder);
+    worker_args.insert(worker_args.end(), absolute.begin(), absolute.end());
     CheckDevices(given, submission.gpus, slots);
     if (!slots.cuda && given.device == "auto") worker_args.insert(worker_args.end(), {"--device", "cpu"});
     if (!slots.cuda && given.mode == "dp" && given.dp_devices == "auto") {

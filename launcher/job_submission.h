@@ -3,9 +3,11 @@
 // A submission is refused (BadInputError, the message in terms of the client's file name) for
 // anything that would fail at start: the checks `mgpu run` makes before any worker starts
 // (ParseJobWorkerConfig: unknown keys, wrong types, bad values, options mgpu run owns), a device
-// count the service cannot give or the mode cannot use, a device the slots do not have, relative
-// paths (jobs do not run in the client's folder), and a data set whose files are missing on the
-// service's host.
+// count the service cannot give or the mode cannot use, a device the slots do not have, a path
+// outside the folders the job may use or a plugin the service does not allow
+// (launcher/job_paths.h), and a data set whose files are missing on the service's host.
+// Relative paths are taken from the job folder (jobs do not run in the client's folder), and
+// passed to the job as absolute flags.
 //
 // The service decides, as flags that win over the configuration: each job's output folder
 // (--out <job folder>/run), plain progress lines (--progress lines), --device cpu on CPU slots
@@ -17,6 +19,7 @@
 #include <cstdint>
 #include <string>
 
+#include "launcher/job_paths.h"
 #include "launcher/job_record.h"
 #include "launcher/serve_options.h"
 #include "worker/train_config.h"
@@ -36,7 +39,7 @@ struct Submission {
 // <job_folder>/submitted.yaml (removing the folder again when refused). Throws BadInputError
 // with the reason.
 JobRecord PrepareJob(int64_t id, const Submission& submission, const std::string& job_folder,
-                     const DeviceSlots& slots, int64_t checkpoint_every);
+                     const DeviceSlots& slots, int64_t checkpoint_every, const PathPolicy& paths);
 
 // Throws BadInputError when the data set's files are not where the job would read them (the
 // folder, and the files each data set needs); reads none of them.

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -52,7 +53,27 @@ int TryBind(const std::string& host, int port, std::string& error) {
 }  // namespace
 
 bool IsLoopbackAddress(const std::string& host) {
-  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1" || host == "[::1]";
+  const std::string name = host.size() > 2 && host.front() == '[' && host.back() == ']' ? host.substr(1, host.size() - 2)
+                                                                                        : host;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (name.empty() || ::getaddrinfo(name.c_str(), nullptr, &hints, &found) != 0) return false;
+  bool loopback = found != nullptr;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      const uint32_t ip = ntohl(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr);
+      loopback = loopback && (ip >> 24) == 127;
+    } else if (a->ai_family == AF_INET6) {
+      const in6_addr& ip = reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr;
+      loopback = loopback && (IN6_IS_ADDR_LOOPBACK(&ip) || (IN6_IS_ADDR_V4MAPPED(&ip) && ip.s6_addr[12] == 127));
+    } else {
+      loopback = false;
+    }
+  }
+  ::freeaddrinfo(found);
+  return loopback;
 }
 
 void CheckPortFree(const std::string& host, int port, const std::string& flag) {

@@ -6,7 +6,9 @@
 
 namespace mgpu {
 
-// 127.0.0.0/8, ::1 and "localhost".
+// Whether `host` resolves (getaddrinfo) only to loopback addresses: 127.0.0.0/8, ::1 and
+// IPv4-mapped 127.x. A name that does not resolve, or resolves to any other address as well, is
+// not loopback (a name is judged by what it resolves to, never by how it is spelt).
 bool IsLoopbackAddress(const std::string& host);
 
 // Throws BadInputError naming `host:port` and `flag` when the port cannot be bound there (taken,

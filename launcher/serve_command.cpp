@@ -2,11 +2,15 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <thread>
 
@@ -17,7 +21,9 @@
 #include "common/files.h"
 #include "common/status.h"
 #include "launcher/job_manager.h"
+#include "launcher/job_paths.h"
 #include "launcher/job_service.h"
+#include "launcher/peer_socket.h"
 #include "launcher/serve_options.h"
 #include "launcher/state_dir_lock.h"
 #include "launcher/subcommand_args.h"
@@ -61,11 +67,51 @@ restarted service lists every job; jobs that were running are marked interrupted
 their last checkpoint with `mgpu submit --resume ID`. Jobs checkpoint every --checkpoint-every steps
 unless their configuration says otherwise. One service per state folder.
 
-Security: loopback only, unless --listen names another address, which needs --token (or MGPU_TOKEN;
-clients pass the same) or TLS (--tls-cert/--tls-key; clients pass --tls-ca).
+Security (README: "Security model"): it listens on the Unix socket <state-dir>/serve.sock, which only
+its own user and root can use (the state folder is made private, mode 0700). --listen adds TCP, which
+needs a token (--token-file FILE or MGPU_TOKEN, never --token; clients pass the same), and TLS
+(--tls-cert/--tls-key; clients pass --tls-ca) unless every address of the host is loopback. Jobs run
+as the service's user, so it refuses to run as root unless --allow-root. A job may read and write
+only in its own folder and the --allow-path folders, and read the --allow-read folders; models load
+only from those allowed folders, and plugins (code run as the service's user) only with
+--allow-plugins.
 
-The address it listens on is also written to <state-dir>/address. SIGINT or SIGTERM stop it: running
-jobs are stopped (recorded interrupted) and queued ones stay queued for the next start.)";
+The addresses it listens on are also written to <state-dir>/address, one a line. SIGINT or SIGTERM
+stop it: running jobs are stopped (recorded interrupted) and queued ones stay queued for the next
+start.)";
+
+// The state folder made private: the socket, jobs' configurations and outputs are the user's.
+void MakePrivate(const std::string& folder) {
+  struct stat info {};
+  if (::stat(folder.c_str(), &info) != 0 || info.st_uid != ::geteuid()) {
+    throw BadInputError(fmt::format("--state-dir {}: the folder belongs to another user; give a folder of the "
+                                    "service's own (it is made private, mode 0700)",
+                                    folder));
+  }
+  if (::chmod(folder.c_str(), 0700) != 0) {
+    throw Error(ExitCode::kFailure, fmt::format("cannot make {} private (chmod 700): {}", folder, std::strerror(errno)));
+  }
+}
+
+PathPolicy AllowedFolders(const ServeOptions& options) {
+  PathPolicy policy;
+  for (const std::string& folder : options.allow_path) policy.read_write.push_back(AllowedFolder(folder, "--allow-path"));
+  for (const std::string& folder : options.allow_read) policy.read_only.push_back(AllowedFolder(folder, "--allow-read"));
+  policy.plugins = options.allow_plugins;
+  return policy;
+}
+
+// The socket admits the service's own user and root; TCP, when asked for, takes the token.
+JobEndpoints Endpoints(const ServeOptions& options, const HostPort& listen, const std::string& state_dir) {
+  JobEndpoints endpoints;
+  endpoints.socket_path = SocketPath(state_dir);
+  endpoints.socket_uids = {::geteuid()};
+  if (::geteuid() != 0) endpoints.socket_uids.push_back(0);
+  endpoints.tcp_host = listen.host;
+  endpoints.tcp_port = listen.port;
+  endpoints.security = ServerSecurity{options.token, options.tls_cert, options.tls_key};
+  return endpoints;
+}
 
 }  // namespace
 
@@ -73,12 +119,21 @@ int ServeMain(const std::vector<std::string>& args) {
   ServeOptions options;
   CLI::App app{kServeHelp, "mgpu serve"};
   app.get_formatter()->column_width(30);
-  app.add_option("--listen", options.listen, "HOST:PORT to serve at (port 0: a free one)")->capture_default_str();
+  std::string token_on_command_line;
+  app.add_option("--listen", options.listen, "HOST:PORT to serve TCP at as well as the socket (port 0: a free one)");
   app.add_option("--gpus", options.gpus, "the devices it owns: GPU indices or cpu slots (default: visible GPUs, else cpu,cpu)");
   app.add_option("--state-dir", options.state_dir, "where jobs and their outputs are kept [~/.local/state/mgpu/serve]");
-  app.add_option("--token", options.token, "shared secret every call must carry")->envname("MGPU_TOKEN");
+  app.add_option("--token-file", options.token_file, "with --listen: the file holding the shared secret every TCP call "
+                 "must carry [else $MGPU_TOKEN]");
+  app.add_option("--token", token_on_command_line, "refused: use --token-file or MGPU_TOKEN")->group("");
   app.add_option("--tls-cert", options.tls_cert, "serve over TLS with this certificate (PEM)");
   app.add_option("--tls-key", options.tls_key, "... and this key (PEM)");
+  app.add_option("--allow-path", options.allow_path, "a folder jobs may read and write (repeatable)");
+  app.add_option("--allow-read", options.allow_read, "a folder jobs may read: data sets, models (repeatable)");
+  app.add_flag("--allow-plugins", options.allow_plugins,
+               "let jobs load plugin models (plugin:LIB.so:NAME, from allowed folders): their code runs as this "
+               "service's user");
+  app.add_flag("--allow-root", options.allow_root, "run as root (then every job runs as root)");
   app.add_option("--checkpoint-every", options.checkpoint_every,
                  "checkpoint interval (steps) for jobs whose configuration sets none; 0: none")
       ->capture_default_str();
@@ -87,13 +142,17 @@ int ServeMain(const std::vector<std::string>& args) {
       ->capture_default_str();
   if (const auto exit_code = ParseSubcommandArgs(app, args)) return *exit_code;
   try {
+    if (app.count("--token") > 0) throw BadInputError(TokenOnCommandLineMessage("mgpu serve"));
+    options.token = LoadToken(options.token_file, options.listen.empty() ? nullptr : std::getenv("MGPU_TOKEN"));
     ValidateServeOptions(options);
-    const HostPort listen = ParseHostPort(options.listen, "--listen", 0);
+    CheckServiceUser(options, ::geteuid());
+    const HostPort listen = options.listen.empty() ? HostPort() : ParseHostPort(options.listen, "--listen", 0);
     const int visible_gpus = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
     const DeviceSlots slots = ParseDeviceSlots(options.gpus, visible_gpus);
     MakeDirectories(StateDirectory(options));
     const std::string state_dir = AbsolutePath(StateDirectory(options));
     StateDirLock lock(state_dir);
+    MakePrivate(state_dir);
 
     ManagerOptions manager_options;
     manager_options.state_dir = state_dir;
@@ -101,18 +160,20 @@ int ServeMain(const std::vector<std::string>& args) {
     manager_options.checkpoint_every = options.checkpoint_every;
     manager_options.stop_grace =
         std::chrono::milliseconds(static_cast<int64_t>(options.stop_grace_seconds * 1000));
+    manager_options.paths = AllowedFolders(options);
     auto manager = std::make_unique<JobManager>(manager_options);
     for (const std::string& warning : manager->warnings()) std::fprintf(stderr, "mgpu serve: warning: %s\n", warning.c_str());
-    auto server = std::make_unique<JobServer>(
-        *manager, listen.host, listen.port, ServerSecurity{options.token, options.tls_cert, options.tls_key});
-    WriteFileAtomically(state_dir + "/address", server->address() + "\n");
+    auto server = std::make_unique<JobServer>(*manager, Endpoints(options, listen, state_dir));
+    const std::string tcp = server->tcp_address();
+    WriteFileAtomically(state_dir + "/address", server->socket_address() + "\n" + (tcp.empty() ? "" : tcp + "\n"));
     InstallStopHandlers();
-    std::fprintf(stderr, "mgpu serve: listening on %s%s; devices: %s (%s); state in %s\n", server->address().c_str(),
-                 options.token.empty() ? "" : " (token required)",
+    std::fprintf(stderr, "mgpu serve: listening on %s%s; devices: %s (%s); state in %s\n",
+                 server->socket_address().c_str(),
+                 tcp.empty() ? "" : fmt::format(" and {} (token required{})", tcp, options.tls_cert.empty() ? "" : ", TLS").c_str(),
                  fmt::format("{}", fmt::join(slots.names, ",")).c_str(), slots.cuda ? "GPUs" : "CPU slots",
                  state_dir.c_str());
     std::fprintf(stderr, "mgpu serve: clients: MGPU_SERVER=%s mgpu submit CONFIG | status | watch ID | cancel ID | logs ID\n",
-                 server->address().c_str());
+                 server->socket_address().c_str());
     while (stop_signal.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const std::string why = fmt::format("mgpu serve was stopped ({})", stop_signal.load() == SIGINT ? "SIGINT" : "SIGTERM");
     std::fprintf(stderr, "mgpu serve: %s; stopping the running jobs\n", why.c_str());

@@ -8,6 +8,7 @@
 
 #include "common/status.h"
 #include "launcher/net.h"
+#include "launcher/peer_socket.h"
 
 namespace mgpu {
 namespace {
@@ -94,15 +95,29 @@ HostPort ParseHostPort(const std::string& text, const std::string& flag, int min
 }
 
 void ValidateServeOptions(const ServeOptions& options) {
-  const HostPort listen = ParseHostPort(options.listen, "--listen", 0);
   if (options.tls_cert.empty() != options.tls_key.empty()) {
     throw BadInputError("--tls-cert and --tls-key go together: give both (the service's certificate and key)");
   }
-  if (!IsLoopbackAddress(listen.host) && options.token.empty() && options.tls_cert.empty()) {
-    throw BadInputError(fmt::format(
-        "--listen {}: {} is not a loopback address, so anyone on the network could submit jobs. Give a shared "
-        "secret with --token (or MGPU_TOKEN; clients pass the same), or TLS with --tls-cert/--tls-key",
-        options.listen, listen.host));
+  if (options.listen.empty()) {
+    if (!options.tls_cert.empty() || !options.token_file.empty()) {
+      throw BadInputError("--tls-cert and --token-file are for TCP: add --listen HOST:PORT (the Unix socket needs "
+                          "neither: only the service's user can reach it)");
+    }
+  } else {
+    const HostPort listen = ParseHostPort(options.listen, "--listen", 0);
+    if (options.token.empty()) {
+      throw BadInputError(fmt::format(
+          "--listen {}: over TCP anyone who can reach the port could submit jobs; give a shared secret in "
+          "--token-file FILE (or MGPU_TOKEN; clients pass the same), or leave --listen out to serve only this "
+          "machine's user on the Unix socket",
+          options.listen));
+    }
+    if (options.tls_cert.empty() && !IsLoopbackAddress(listen.host)) {
+      throw BadInputError(fmt::format(
+          "--listen {}: {} is not (only) a loopback address, so the token would cross the network in clear; give "
+          "TLS with --tls-cert/--tls-key (clients pass --tls-ca), or listen on 127.0.0.1",
+          options.listen, listen.host));
+    }
   }
   if (options.checkpoint_every < 0) {
     throw BadInputError(fmt::format("--checkpoint-every {}: expected steps >= 0 (0: jobs checkpoint only if their "
@@ -114,6 +129,14 @@ void ValidateServeOptions(const ServeOptions& options) {
   }
 }
 
+void CheckServiceUser(const ServeOptions& options, uid_t euid) {
+  if (euid == 0 && !options.allow_root) {
+    throw BadInputError("mgpu serve runs every job as its own user, so as root it would run anyone's job as root: "
+                        "run it as a dedicated user (e.g. `sudo -u mgpu mgpu serve`), or pass --allow-root if only "
+                        "root will submit");
+  }
+}
+
 std::string StateDirectory(const ServeOptions& options) {
   if (!options.state_dir.empty()) return options.state_dir;
   const char* home = std::getenv("HOME");
@@ -122,5 +145,7 @@ std::string StateDirectory(const ServeOptions& options) {
   }
   return std::string(home) + "/.local/state/mgpu/serve";
 }
+
+std::string DefaultServerAddress() { return "unix:" + SocketPath(StateDirectory(ServeOptions())); }
 
 }  // namespace mgpu

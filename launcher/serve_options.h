@@ -1,6 +1,9 @@
 // `mgpu serve`'s options and the rules they follow: which devices it owns (--gpus), where it
-// listens (loopback unless a token or TLS protects it), where it keeps its state.
+// listens (its Unix socket; TCP only with a token, and TLS unless loopback), who may run it (not
+// root, unless --allow-root), where it keeps its state, and where jobs may read and write.
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <string>
@@ -8,9 +11,8 @@
 
 namespace mgpu {
 
-// The port `mgpu serve` listens on, and its clients dial, unless told otherwise.
+// The port of the examples for `mgpu serve --listen`.
 inline constexpr int kDefaultServePort = 29600;
-inline constexpr const char* kDefaultServer = "127.0.0.1:29600";
 
 // The devices the service owns: slots that jobs get exclusively.
 struct DeviceSlots {
@@ -35,20 +37,34 @@ struct HostPort {
 HostPort ParseHostPort(const std::string& text, const std::string& flag, int min_port);
 
 struct ServeOptions {
-  std::string listen = kDefaultServer;  // port 0: a free one, printed at start
+  std::string listen;  // HOST:PORT for TCP as well as the socket; "": the socket only
   std::string gpus;
   std::string state_dir;  // empty: $HOME/.local/state/mgpu/serve
-  std::string token;      // --token, else MGPU_TOKEN
+  std::string token;      // from --token-file, else MGPU_TOKEN (LoadToken)
+  std::string token_file;
   std::string tls_cert, tls_key;
+  std::vector<std::string> allow_path;  // folders jobs may read and write
+  std::vector<std::string> allow_read;  // folders jobs may read (data, models)
+  bool allow_plugins = false;
+  bool allow_root = false;
   int64_t checkpoint_every = 500;  // given to jobs whose configuration has none; 0: none
   double stop_grace_seconds = 10;  // SIGTERM to SIGKILL when a job is cancelled or the service stops
 };
 
-// Throws BadInputError for unsafe or incomplete combinations: a non-loopback --listen without a
-// token or TLS, --tls-cert without --tls-key, a negative --checkpoint-every or grace.
+// Throws BadInputError for unsafe or incomplete combinations: --listen without a token, a
+// --listen host with any address that is not loopback (after resolution) without TLS, TLS
+// without --listen, --tls-cert without --tls-key, a negative --checkpoint-every or grace.
 void ValidateServeOptions(const ServeOptions& options);
+
+// Throws BadInputError when the service would run as root (`euid` 0) without --allow-root: jobs
+// run as the service's user, so a root service would run every submitted job as root.
+void CheckServiceUser(const ServeOptions& options, uid_t euid);
 
 // The state folder: --state-dir, else $HOME/.local/state/mgpu/serve.
 std::string StateDirectory(const ServeOptions& options);
+
+// What clients dial without --server or MGPU_SERVER: the socket of the default state folder,
+// "unix:$HOME/.local/state/mgpu/serve/serve.sock".
+std::string DefaultServerAddress();
 
 }  // namespace mgpu

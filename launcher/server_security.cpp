@@ -1,8 +1,11 @@
 #include "launcher/server_security.h"
 
+#include <sys/stat.h>
+
 #include <fmt/format.h>
 
 #include "common/files.h"
+#include "common/status.h"
 #include "worker/coordinator_client.h"
 
 namespace mgpu {
@@ -36,6 +39,29 @@ grpc::Status CheckToken(const grpc::CallbackServerContext& context, const std::s
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, wrong);
   }
   return grpc::Status::OK;
+}
+
+std::string LoadToken(const std::string& token_file, const char* environment_value) {
+  if (token_file.empty()) return environment_value != nullptr ? environment_value : "";
+  struct stat info {};
+  if (::stat(token_file.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) {
+    throw BadInputError(fmt::format("--token-file {}: not a readable file; give the file holding the token", token_file));
+  }
+  if ((info.st_mode & 077) != 0) {
+    throw BadInputError(fmt::format("--token-file {}: other users can read it (mode {:o}); make it private with "
+                                    "`chmod 600 {}`",
+                                    token_file, info.st_mode & 0777, token_file));
+  }
+  std::string token = ReadFile(token_file);
+  token = token.substr(0, token.find_first_of("\r\n"));
+  if (token.empty()) throw BadInputError(fmt::format("--token-file {}: the first line is empty; put the token there", token_file));
+  return token;
+}
+
+std::string TokenOnCommandLineMessage(const std::string& program) {
+  return fmt::format("{}: --token would show the secret to every user of this machine (ps, /proc); put it in a file "
+                     "only you can read and pass --token-file FILE, or set MGPU_TOKEN",
+                     program);
 }
 
 std::string JoinHostPort(const std::string& host, int port) {

@@ -25,6 +25,16 @@ std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const ServerSecur
 grpc::Status CheckToken(const grpc::CallbackServerContext& context, const std::string& token,
                         const std::string& missing, const std::string& wrong);
 
+// The token of a service or client: the first line of `token_file` when given, else
+// `environment_value` (MGPU_TOKEN; nullptr when unset). Never from the command line, where `ps`
+// shows it to every user. Throws BadInputError when the file cannot be read, is empty, or can be
+// read by users other than its owner (chmod 600 it).
+std::string LoadToken(const std::string& token_file, const char* environment_value);
+
+// The refusal of `--token VALUE` on a command line (`program` names the command), saying how to
+// pass the token instead.
+std::string TokenOnCommandLineMessage(const std::string& program);
+
 // "host:port", with brackets around an IPv6 host ("[::1]:29600").
 std::string JoinHostPort(const std::string& host, int port);
 

@@ -28,6 +28,7 @@ readonly DEBIAN_PACKAGES=(
   libspdlog-dev libfmt-dev libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libgloo-dev
   libjpeg62-turbo-dev libpng-dev
+  libutfcpp-dev
   clang libclang-rt-14-dev  # the fuzz targets (tests/fuzz/): clang and its libFuzzer and sanitizer runtimes
   openssl
   dataset-fashion-mnist

@@ -185,11 +185,13 @@ std::vector<OptionSpec> BuildOptions() {
         match_builtin(c, t);
       }
     };
+    o.back().path_use = PathUse::kLoadsModel;
   }
   o.push_back(StringOption("dataset", {}, &TrainConfig::dataset, DatasetNames(),
                            "data set (synthetic: random images, for measuring compute alone)"));
   o.push_back(StringOption("data-dir", {"data_dir", "dataset_root"}, &TrainConfig::data_dir, {},
                            "folder with the data set's files (default: the data set's standard folder)"));
+  o.back().path_use = PathUse::kReads;
   o.push_back(IntOption("num-workers", {"num_workers"}, &TrainConfig::num_workers, 0,
                         "loader threads (0: batches are built on the training thread)"));
   o.push_back(IntOption("image-size", {"image_size"}, &TrainConfig::image_size, 1,
@@ -357,6 +359,7 @@ std::vector<OptionSpec> BuildOptions() {
   o.push_back(StringOption("memory-snapshot", {"memory_snapshot"}, &TrainConfig::memory_snapshot, {},
                            "CUDA only: record allocator history and write a snapshot pickle here "
                            "(for pytorch.org/memory_viz)"));
+  o.back().path_use = PathUse::kWrites;
   {
     OptionSpec profile;
     profile.name = "profile-steps";
@@ -390,6 +393,7 @@ std::vector<OptionSpec> BuildOptions() {
                         "end (0: off)"));
   o.push_back(StringOption("resume", {}, &TrainConfig::resume, {},
                            "continue from a checkpoint file, or a run folder's checkpoints/latest.ckpt"));
+  o.back().path_use = PathUse::kReads;
   o.push_back(IntOption("rank", {}, &TrainConfig::rank, -1, "this process's rank (auto: RANK or OMPI_COMM_WORLD_RANK)"));
   o.push_back(IntOption("world-size", {"world_size"}, &TrainConfig::world_size, -1,
                         "number of processes (auto: WORLD_SIZE or OMPI_COMM_WORLD_SIZE)"));
@@ -431,6 +435,7 @@ std::vector<OptionSpec> BuildOptions() {
                            "libtorch (LibTorch's data_parallel every step, for comparison; GPUs only)"));
   o.push_back(StringOption("out", {}, &TrainConfig::out, {},
                            "output folder (default runs/<timestamp>-<model>-<dataset>-<mode>)"));
+  o.back().path_use = PathUse::kWrites;
   o.push_back(StringOption("name", {}, &TrainConfig::name, {}, "short label of the run for reports"));
   o.push_back(IntOption("log-every", {"log_every"}, &TrainConfig::log_every, 1,
                         "optimizer steps between metrics.csv rows"));
@@ -460,6 +465,7 @@ std::vector<OptionSpec> BuildOptions() {
   o.push_back(StringOption("tensorboard-log", {"tensorboard_log"}, &TrainConfig::tensorboard_log, {},
                            "also write the TensorBoard events to <this folder>/<output folder's name>/, so "
                            "`tensorboard --logdir <this folder>` shows every run there side by side"));
+  o.back().path_use = PathUse::kWrites;
   o.push_back(BoolOption("save-state-dict", &TrainConfig::save_state_dict,
                          "write model_state_dict.pt at the end: the weights by torchvision's names, for Python's "
                          "torch.load and load_state_dict (worker/state_dict_export.h)"));
@@ -468,6 +474,7 @@ std::vector<OptionSpec> BuildOptions() {
                            "seed-style: also write the trained weights (model_state_dict.pt's contents, for "
                            "torch.load) to <this folder>/<--checkpoint-name>; {out} stands for the output folder, "
                            "and a bare --checkpoint is {out}"));
+  o.back().path_use = PathUse::kWrites;
   o.back().flag_value = kOutputFolderPlaceholder;
   {
     OptionSpec name = StringOption("checkpoint-name", {"checkpoint_name"}, &TrainConfig::checkpoint_name, {},

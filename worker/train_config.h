@@ -142,6 +142,15 @@ struct TrainConfig {
   int64_t test_nonfinite_at_step = 0;
 };
 
+// What an option's value names on the file system, so that `mgpu serve` can confine every path
+// a job names (launcher/job_paths.h) without a list of options of its own.
+enum class PathUse {
+  kNone,        // not a path
+  kReads,       // a file or folder the run reads
+  kWrites,      // a file or folder the run creates or overwrites ({out} stands for the output folder)
+  kLoadsModel,  // a user's model (torchscript:PATH, plugin:LIB.so:NAME): code the run loads
+};
+
 struct OptionSpec {
   std::string name;                  // kebab-case, e.g. "batch-size"
   std::vector<std::string> aliases;  // e.g. "batch_size"
@@ -154,6 +163,7 @@ struct OptionSpec {
   // the caller prefixes ("--batch-size", "config.yaml:3 key 'batch-size'").
   std::function<void(TrainConfig&, const std::string& text)> set;
   std::function<std::string(const TrainConfig&)> get;
+  PathUse path_use = PathUse::kNone;
 };
 
 // All options, in the order of the start-up table and config.yaml.

@@ -2,13 +2,19 @@
 // side by side when they fit and exclusively on their devices; cancel stops a running job and
 // frees its devices within 5 s with no worker left; a service killed with SIGKILL and restarted
 // lists every job, the running one interrupted and resumable from its checkpoint; 200 malformed
-// or hostile requests leave it up and answering; it serves TLS. The job states are read over the JobService;
-// submit, cancel and status go through the `mgpu` clients.
+// or hostile requests leave it up and answering; it serves TLS. Its security model holds against
+// the attacks of issue 34: a private Unix socket by default, TCP only with a token (never on the
+// command line) and TLS unless loopback after resolution, no root without --allow-root, job paths
+// confined, plugins refused before any of their code runs. The job states are read over the
+// JobService; submit, cancel and status go through the `mgpu` clients.
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,24 +59,30 @@ std::vector<pid_t> WorkerPids(const std::string& run_folder, int world_size) {
   return pids;
 }
 
-// One `mgpu serve` on 2 CPU slots over `state`, its output in <state>.log.
+// `mgpu serve` refuses root unless told (jobs would run as root); the tests may run as root.
+std::vector<std::string> RootFlag() { return ::geteuid() == 0 ? std::vector<std::string>{"--allow-root"} : std::vector<std::string>{}; }
+
+// One `mgpu serve` on 2 CPU slots over `state`, its output in <state>.log. Its clients dial its
+// TCP address when `flags` give --listen, else its Unix socket.
 class Service {
  public:
-  Service(const std::string& state, const std::vector<std::string>& flags = {},
-          const std::vector<std::string>& env = {})
+  Service(const std::string& state, std::vector<std::string> flags = {}, const std::vector<std::string>& env = {})
       : state_(state) {
     MakeDirectories(state);
     RemovePath(state + "/address");  // written anew once this service listens
-    std::string command = std::string("exec ") + MGPU_LAUNCHER_BIN + " serve --listen 127.0.0.1:0 --gpus cpu,cpu --state-dir " +
-                          state;
+    std::string command = std::string("exec ") + MGPU_LAUNCHER_BIN + " serve --gpus cpu,cpu --state-dir " + state;
+    for (const std::string& flag : RootFlag()) flags.push_back(flag);
     for (const std::string& flag : flags) command += " " + flag;
     command += " >> " + state + ".log 2>&1";
     process_ = std::make_unique<BackgroundCommand>(std::vector<std::string>{"/bin/sh", "-c", command}, env);
     if (!WaitFor([&] { return IsRegularFile(state + "/address"); }, 30)) {
       throw std::runtime_error("mgpu serve did not start:\n" + ReadText(state + ".log"));
     }
-    address_ = ReadText(state + "/address");
-    address_.pop_back();
+    const std::string addresses = ReadText(state + "/address");  // the socket's, then TCP's if any
+    const size_t first_end = addresses.find('\n');
+    socket_address_ = addresses.substr(0, first_end);
+    address_ = addresses.size() > first_end + 1 ? addresses.substr(first_end + 1, addresses.size() - first_end - 2)
+                                                : socket_address_;
     pid_ = static_cast<pid_t>(std::stol(ReadText(state + "/serve.lock")));
     stub_ = service::JobService::NewStub(MakeCoordinatorChannel(address_, ""));
   }
@@ -86,11 +98,12 @@ class Service {
     return code;
   }
 
-  // `mgpu COMMAND ARGS --server <this service>`.
-  CommandResult Mgpu(const std::string& command, std::vector<std::string> args) const {
+  // `mgpu COMMAND ARGS --server <this service>`, with `env` added to the environment.
+  CommandResult Mgpu(const std::string& command, std::vector<std::string> args,
+                     const std::vector<std::string>& env = {}) const {
     args.insert(args.begin(), {MGPU_LAUNCHER_BIN, command});
     args.insert(args.end(), {"--server", address_});
-    return RunCommand(args);
+    return RunCommand(args, env);
   }
 
   service::Job Job(int64_t id, const std::string& token = "") const {
@@ -115,6 +128,7 @@ class Service {
   }
 
   const std::string& address() const { return address_; }
+  const std::string& socket_address() const { return socket_address_; }
   pid_t pid() const { return pid_; }
   service::JobService::Stub& stub() { return *stub_; }
 
@@ -122,6 +136,7 @@ class Service {
   std::string state_;
   std::unique_ptr<BackgroundCommand> process_;
   std::string address_;
+  std::string socket_address_;
   pid_t pid_ = -1;
   std::unique_ptr<service::JobService::Stub> stub_;
 };
@@ -142,6 +157,9 @@ class ServeCli : public ::testing::Test {
     return path;
   }
 
+  // Lets a service's jobs read the tiny data set.
+  static std::vector<std::string> ReadData() { return {"--allow-read", data_->path()}; }
+
   // `mgpu submit` → the job id it printed as its last line.
   int64_t Submit(const Service& service, const std::vector<std::string>& args) {
     const CommandResult result = service.Mgpu("submit", args);
@@ -158,7 +176,7 @@ class ServeCli : public ::testing::Test {
 TempDir* ServeCli::data_ = nullptr;
 
 TEST_F(ServeCli, JobsRunInQueueOrderSideBySideWhenTheyFit) {
-  Service service(dir_ / "state");
+  Service service(dir_ / "state", ReadData());
   const std::string one = Config("one.yaml", "epochs: 10\nmax-steps: 80\n");
   const std::string two = Config("two.yaml", "mode: ddp\nepochs: 10\nmax-steps: 30\n");
   const int64_t a = Submit(service, {one});
@@ -198,7 +216,7 @@ TEST_F(ServeCli, JobsRunInQueueOrderSideBySideWhenTheyFit) {
 }
 
 TEST_F(ServeCli, CancelStopsARunningJobAndFreesItsDevicesWithinFiveSeconds) {
-  Service service(dir_ / "state");
+  Service service(dir_ / "state", ReadData());
   const int64_t big = Submit(service, {Config("big.yaml", "mode: ddp\nepochs: 100000\n"), "--gpus", "2"});
   const int64_t next = Submit(service, {Config("next.yaml", "max-steps: 5\n")});
   const int64_t dropped = Submit(service, {Config("dropped.yaml", "max-steps: 5\n")});
@@ -239,7 +257,7 @@ TEST_F(ServeCli, AKilledServiceRestartsWithEveryJobAndTheRunningOneResumable) {
   int64_t done = 0, killed = 0, waiting = 0;
   std::vector<pid_t> orphans;
   {
-    Service service(state);
+    Service service(state, ReadData());
     done = Submit(service, {Config("done.yaml", "max-steps: 5\n")});
     ASSERT_TRUE(service.WaitForState(done, service::SUCCEEDED, 60));
     killed = Submit(service, {Config("long.yaml", "epochs: 100000\ncheckpoint-every: 5\n")});
@@ -250,6 +268,8 @@ TEST_F(ServeCli, AKilledServiceRestartsWithEveryJobAndTheRunningOneResumable) {
     ASSERT_EQ(orphans.size(), 1u);
     EXPECT_EQ(service.Stop(SIGKILL), 128 + SIGKILL);
   }
+  const int64_t killed_by = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch()).count();
   // The job's processes die with the service (parent-death signals), none left behind.
   for (pid_t pid : orphans) EXPECT_TRUE(WaitFor([&] { return ProcessGone(pid); }, 10)) << "worker " << pid << " left";
 
@@ -257,13 +277,16 @@ TEST_F(ServeCli, AKilledServiceRestartsWithEveryJobAndTheRunningOneResumable) {
   MakeDirectories(state + "/jobs/42/run");
   WriteBytes(state + "/jobs/42/run/summary.json", "{}");
 
-  Service service(state);
+  Service service(state, ReadData());
   service::ListJobsReply list;
   ASSERT_TRUE(service.List(&list).ok());
   ASSERT_EQ(list.jobs_size(), 3) << "every job is listed after the restart";
   EXPECT_EQ(service.Job(done).state(), service::SUCCEEDED);
   const service::Job interrupted = service.Job(killed);
   EXPECT_EQ(interrupted.state(), service::INTERRUPTED);
+  EXPECT_FALSE(interrupted.has_exit_code()) << "its end was not seen: no exit code, not 0";
+  EXPECT_GE(interrupted.ended_unix_ms(), interrupted.started_unix_ms());
+  EXPECT_LE(interrupted.ended_unix_ms(), killed_by) << "its last sign of life, not the restart's time";
   EXPECT_TRUE(interrupted.resumable());
   EXPECT_NE(interrupted.message().find("mgpu submit --resume " + std::to_string(killed)), std::string::npos)
       << interrupted.message();
@@ -331,7 +354,8 @@ void RawBytes(const std::string& address, const std::string& bytes) {
 
 TEST_F(ServeCli, TwoHundredHostileRequestsLeaveItUpAndAnswering) {
   // No default data set: an empty configuration, which random bytes may decode to, is refused too.
-  Service service(dir_ / "state", {"--token", "s3cret"}, {"FASHION_MNIST_DIR=" + dir_ / "no-data"});
+  Service service(dir_ / "state", {"--listen", "127.0.0.1:0"},
+                  {"MGPU_TOKEN=s3cret", "FASHION_MNIST_DIR=" + dir_ / "no-data"});
   grpc::GenericStub generic(MakeCoordinatorChannel(service.address(), ""));
   const std::vector<std::string> methods = {"Submit", "ListJobs", "GetJob", "Watch", "Cancel", "Logs"};
   std::mt19937 random(20240611);
@@ -431,7 +455,7 @@ TEST_F(ServeCli, TwoHundredHostileRequestsLeaveItUpAndAnswering) {
   const grpc::Status status = service.List(&list, "s3cret");
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(list.jobs_size(), 0) << "nothing hostile was queued";
-  const CommandResult table = service.Mgpu("status", {"--token", "s3cret"});
+  const CommandResult table = service.Mgpu("status", {}, {"MGPU_TOKEN=s3cret"});
   EXPECT_EQ(table.exit_code, 0) << table.output;
   EXPECT_NE(table.output.find("no jobs yet"), std::string::npos) << table.output;
   const CommandResult unauthenticated = service.Mgpu("status", {});
@@ -446,11 +470,14 @@ TEST_F(ServeCli, ServesOverTlsToClientsThatTrustIt) {
       RunCommand({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=mgpu-test",
                   "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", dir_ / "serve.key", "-out", dir_ / "serve.pem"});
   ASSERT_EQ(made.exit_code, 0) << made.output;
-  Service service(dir_ / "state", {"--tls-cert", dir_ / "serve.pem", "--tls-key", dir_ / "serve.key"});
-  const CommandResult trusted = service.Mgpu("status", {"--tls-ca", dir_ / "serve.pem"});
+  WriteBytes(dir_ / "token", "s3cret\n");
+  ASSERT_EQ(::chmod((dir_ / "token").c_str(), 0600), 0);
+  Service service(dir_ / "state", {"--listen", "127.0.0.1:0", "--token-file", dir_ / "token", "--tls-cert",
+                                   dir_ / "serve.pem", "--tls-key", dir_ / "serve.key"});
+  const CommandResult trusted = service.Mgpu("status", {"--tls-ca", dir_ / "serve.pem", "--token-file", dir_ / "token"});
   EXPECT_EQ(trusted.exit_code, 0) << trusted.output;
   EXPECT_NE(trusted.output.find("no jobs yet"), std::string::npos) << trusted.output;
-  const CommandResult plain = service.Mgpu("status", {});
+  const CommandResult plain = service.Mgpu("status", {"--token-file", dir_ / "token"});
   EXPECT_EQ(plain.exit_code, 1) << plain.output;
   EXPECT_NE(plain.output.find("cannot reach mgpu serve"), std::string::npos) << plain.output;
 }
@@ -461,6 +488,157 @@ TEST_F(ServeCli, ClientsSayWhereNoServiceAnswers) {
   EXPECT_EQ(result.exit_code, 1) << result.output;
   EXPECT_NE(result.output.find("cannot reach mgpu serve at " + address), std::string::npos) << result.output;
   EXPECT_NE(result.output.find("Start one with `mgpu serve`"), std::string::npos) << result.output;
+}
+
+// Whether a process running as `uid` can connect to the Unix socket at `path` (0), or the errno.
+int ConnectAs(uid_t uid, const std::string& path) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (::setgid(uid) != 0 || ::setuid(uid) != 0) ::_exit(100);
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::snprintf(address.sun_path, sizeof(address.sun_path), "%s", path.c_str());
+    ::_exit(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 ? 0 : errno);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST_F(ServeCli, ByDefaultOnlyTheServicesUserReachesItOnAPrivateSocket) {
+  ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);  // so that the state folder's own mode is what keeps others out
+  Service service(dir_ / "state", ReadData());
+  const std::string socket = dir_ / "state/serve.sock";
+  EXPECT_EQ(service.address(), "unix:" + socket) << "no TCP unless --listen";
+  struct stat info {};
+  ASSERT_EQ(::stat(socket.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat((dir_ / "state").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0700u);
+  const CommandResult mine = service.Mgpu("status", {});
+  EXPECT_EQ(mine.exit_code, 0) << "its own user needs no token: " << mine.output;
+  EXPECT_NE(mine.output.find("no jobs yet"), std::string::npos) << mine.output;
+  if (::geteuid() == 0) {
+    EXPECT_EQ(ConnectAs(65534, socket), EACCES) << "another user (nobody) cannot even connect";
+  }
+}
+
+TEST_F(ServeCli, TokensOnTheCommandLineAreRefusedSayingHowToPassThem) {
+  const CommandResult serve =
+      RunCommand({MGPU_LAUNCHER_BIN, "serve", "--listen", "127.0.0.1:0", "--token", "s3cret", "--state-dir", dir_ / "s"});
+  EXPECT_EQ(serve.exit_code, 2) << serve.output;
+  EXPECT_NE(serve.output.find("--token-file FILE, or set MGPU_TOKEN"), std::string::npos) << serve.output;
+  EXPECT_FALSE(PathExists(dir_ / "s/serve.sock")) << "refused before it started";
+  const CommandResult client = RunCommand({MGPU_LAUNCHER_BIN, "status", "--token", "s3cret", "--server", "127.0.0.1:1"});
+  EXPECT_EQ(client.exit_code, 2) << client.output;
+  EXPECT_NE(client.output.find("--token-file FILE, or set MGPU_TOKEN"), std::string::npos) << client.output;
+}
+
+TEST_F(ServeCli, TcpNeedsATokenAndTlsUnlessEveryAddressIsLoopback) {
+  auto serve = [&](const std::string& listen, const std::vector<std::string>& env) {
+    std::vector<std::string> argv = {MGPU_LAUNCHER_BIN, "serve", "--listen", listen, "--state-dir", dir_ / "s"};
+    for (const std::string& flag : RootFlag()) argv.push_back(flag);
+    return RunCommand(argv, env);
+  };
+  const CommandResult no_token = serve("127.0.0.1:0", {});
+  EXPECT_EQ(no_token.exit_code, 2) << no_token.output;
+  EXPECT_NE(no_token.output.find("give a shared secret in --token-file FILE"), std::string::npos) << no_token.output;
+  const CommandResult in_clear = serve("0.0.0.0:0", {"MGPU_TOKEN=s3cret"});
+  EXPECT_EQ(in_clear.exit_code, 2) << in_clear.output;
+  EXPECT_NE(in_clear.output.find("token would cross the network in clear"), std::string::npos) << in_clear.output;
+  // Spelt like loopback, but a name that resolves to nothing loopback.
+  const CommandResult spoofed = serve("127.attacker.invalid:0", {"MGPU_TOKEN=s3cret"});
+  EXPECT_EQ(spoofed.exit_code, 2) << spoofed.output;
+  EXPECT_NE(spoofed.output.find("not (only) a loopback address"), std::string::npos) << spoofed.output;
+}
+
+TEST_F(ServeCli, RootIsRefusedUnlessAllowed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (the rule itself: ServeOptions.RootIsRefusedUnlessAllowed)";
+  const CommandResult root = RunCommand({MGPU_LAUNCHER_BIN, "serve", "--state-dir", dir_ / "s"});
+  EXPECT_EQ(root.exit_code, 2) << root.output;
+  EXPECT_NE(root.output.find("run it as a dedicated user"), std::string::npos) << root.output;
+}
+
+TEST_F(ServeCli, JobPathsOutsideTheAllowedFoldersAreRefusedAtSubmit) {
+  MakeDirectories(dir_ / "outside");
+  WriteBytes(dir_ / "outside/important.conf", "keep me\n");
+  MakeDirectories(dir_ / "shared");
+  ASSERT_EQ(::symlink((dir_ / "outside").c_str(), (dir_ / "shared/escape").c_str()), 0);
+  std::vector<std::string> flags = ReadData();
+  flags.insert(flags.end(), {"--allow-path", dir_ / "shared"});
+  Service service(dir_ / "state", flags);
+  const std::vector<std::pair<std::string, std::string>> attacks = {
+      {"checkpoint: " + dir_ / "outside" + "\ncheckpoint-name: important.conf\n", "'checkpoint: "},
+      {"checkpoint: \"{out}/../../../../escape\"\n", "'checkpoint: {out}/../../../../escape'"},
+      {"tensorboard-log: ../../../x\n", "'tensorboard-log: ../../../x'"},
+      {"tensorboard-log: " + dir_ / "shared/escape" + "\n", "resolves to " + dir_ / "outside"},
+      {"memory-snapshot: " + dir_ / "outside/snap.pickle" + "\n", "'memory-snapshot: "},
+      {"resume: " + dir_ / "outside/important.conf" + "\n", "'resume: "},
+  };
+  for (const auto& [yaml, named] : attacks) {
+    const CommandResult refused = service.Mgpu("submit", {Config("attack.yaml", yaml)});
+    EXPECT_EQ(refused.exit_code, 2) << yaml << refused.output;
+    EXPECT_NE(refused.output.find(named), std::string::npos) << refused.output;
+    EXPECT_NE(refused.output.find("outside the folders this job may"), std::string::npos) << refused.output;
+  }
+  EXPECT_EQ(ReadText(dir_ / "outside/important.conf"), "keep me\n");
+  service::ListJobsReply list;
+  ASSERT_TRUE(service.List(&list).ok());
+  EXPECT_EQ(list.jobs_size(), 0) << "nothing was queued";
+  const int64_t allowed = Submit(service, {Config("allowed.yaml", "max-steps: 2\ntensorboard-log: " + dir_ / "shared/tb" + "\n")});
+  ASSERT_TRUE(service.WaitForState(allowed, service::SUCCEEDED, 60)) << service.Job(allowed).message();
+  EXPECT_TRUE(IsDirectory(dir_ / "shared/tb/run")) << "an --allow-path folder takes outputs";
+}
+
+TEST_F(ServeCli, APluginRunsNoCodeUnlessTheOperatorAllowsPluginsFromItsFolder) {
+  MakeDirectories(dir_ / "models");
+  WriteBytes(dir_ / "models/marker.so", ReadText(MGPU_MARKER_PLUGIN));
+  const std::string marker = dir_ / "marker";
+  const std::string config = Config("plugin.yaml", "max-steps: 2\nmodel: plugin:" + dir_ / "models/marker.so" + ":x\n");
+  {
+    std::vector<std::string> flags = ReadData();
+    flags.insert(flags.end(), {"--allow-read", dir_ / "models"});
+    Service service(dir_ / "state", flags, {"MGPU_TEST_PLUGIN_MARKER=" + marker});
+    const CommandResult refused = service.Mgpu("submit", {config});
+    EXPECT_EQ(refused.exit_code, 2) << refused.output;
+    EXPECT_NE(refused.output.find("loads no plugins"), std::string::npos) << refused.output;
+    EXPECT_NE(refused.output.find("--allow-plugins"), std::string::npos) << refused.output;
+  }
+  {
+    std::vector<std::string> flags = ReadData();
+    flags.push_back("--allow-plugins");
+    Service service(dir_ / "state", flags, {"MGPU_TEST_PLUGIN_MARKER=" + marker});
+    const CommandResult refused = service.Mgpu("submit", {config});
+    EXPECT_EQ(refused.exit_code, 2) << refused.output;
+    EXPECT_NE(refused.output.find("outside the folders this job may load models from"), std::string::npos)
+        << refused.output;
+  }
+  EXPECT_FALSE(PathExists(marker)) << "the refused plugin's constructor never ran";
+  // Allowed on both counts, the library is loaded (the job then fails: it has no model factory):
+  // the marker shows that this test would see a constructor run.
+  std::vector<std::string> flags = ReadData();
+  flags.insert(flags.end(), {"--allow-read", dir_ / "models", "--allow-plugins"});
+  Service service(dir_ / "state", flags, {"MGPU_TEST_PLUGIN_MARKER=" + marker});
+  const int64_t id = Submit(service, {config});
+  EXPECT_TRUE(WaitFor([&] { return PathExists(marker); }, 60)) << service.Job(id).message();
+}
+
+TEST_F(ServeCli, ADirectoryOrATextThatIsNotUtf8IsRefusedNamingIt) {
+  Service service(dir_ / "state", ReadData());
+  const CommandResult folder = service.Mgpu("submit", {dir_.path()});
+  EXPECT_EQ(folder.exit_code, 2) << folder.output;
+  EXPECT_NE(folder.output.find(dir_.path() + " is a folder"), std::string::npos) << folder.output;
+  const std::string latin1 = Config("latin1.yaml", "name: caf\xe9\n");
+  const size_t offset = ReadText(latin1).find('\xe9');
+  const CommandResult text = service.Mgpu("submit", {latin1});
+  EXPECT_EQ(text.exit_code, 2) << text.output;
+  EXPECT_NE(text.output.find(latin1 + " is not UTF-8 text: byte " + std::to_string(offset)), std::string::npos)
+      << text.output;
+  EXPECT_EQ(text.output.find("libprotobuf"), std::string::npos) << text.output;
+  service::ListJobsReply list;
+  ASSERT_TRUE(service.List(&list).ok());
+  EXPECT_EQ(list.jobs_size(), 0);
 }
 
 }  // namespace

@@ -1,7 +1,11 @@
 // mgpu serve's durable state: the latest record of each job wins; a torn last line (a crash in the
 // middle of a write) is dropped with a warning while a damaged line elsewhere is refused naming
-// it; jobs recorded as running come back interrupted; reopening compacts the file.
+// it; jobs recorded as running come back interrupted, with no exit code and their last sign of
+// life as their end (never the restart's time); reopening compacts the file.
 #include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
 
 #include "common/files.h"
 #include "launcher/job_journal.h"
@@ -74,27 +78,51 @@ TEST(JobJournal, ADamagedLineBeforeTheLastIsRefusedNamingIt) {
 
 TEST(JobJournal, RunningJobsBecomeInterruptedAndOthersKeepTheirState) {
   std::vector<JobRecord> jobs = {Job(1, JobStatus::kSucceeded), Job(2, JobStatus::kRunning), Job(3, JobStatus::kQueued)};
-  MarkInterrupted(jobs, 1234);
+  jobs[0].exit_code = 0;
+  jobs[1].started_unix_ms = 1234;
+  jobs[1].exit_code = 0;  // as older services recorded it
+  MarkInterrupted(jobs);
   EXPECT_EQ(jobs[0].status, JobStatus::kSucceeded);
+  EXPECT_EQ(jobs[0].exit_code, 0);
   EXPECT_EQ(jobs[1].status, JobStatus::kInterrupted);
-  EXPECT_EQ(jobs[1].ended_unix_ms, 1234);
+  EXPECT_FALSE(jobs[1].exit_code.has_value()) << "its process's end was not seen";
+  EXPECT_EQ(jobs[1].ended_unix_ms, 1234) << "no console output: its start is the last time it was known to run";
   EXPECT_NE(jobs[1].message.find("mgpu submit --resume 2"), std::string::npos) << jobs[1].message;
   EXPECT_EQ(jobs[2].status, JobStatus::kQueued);
+}
+
+TEST(JobJournal, AnInterruptedJobEndsWhenItsConsoleOutputLastChanged) {
+  TempDir dir;
+  JobRecord job = Job(4, JobStatus::kRunning);
+  job.job_folder = dir / "jobs/4";
+  job.started_unix_ms = 1000;
+  MakeDirectories(job.job_folder);
+  WriteBytes(job.job_folder + "/console.log", "step 5\n");
+  const timespec times[2] = {{1700000000, 0}, {1700000000, 250000000}};  // 2023-11-14, long before any restart
+  ASSERT_EQ(::utimensat(AT_FDCWD, (job.job_folder + "/console.log").c_str(), times, 0), 0);
+  std::vector<JobRecord> jobs = {job};
+  MarkInterrupted(jobs);
+  EXPECT_EQ(jobs[0].ended_unix_ms, int64_t{1700000000250});
+  EXPECT_FALSE(jobs[0].exit_code.has_value());
+  const JobRecord read_back = JobRecordFromJson(JobRecordToJson(jobs[0]));
+  EXPECT_FALSE(read_back.exit_code.has_value()) << "kept as null in the journal, not 0";
 }
 
 TEST(JobJournal, ReopeningRecoversAppendsMarksInterruptedAndCompacts) {
   TempDir dir;
   const std::string path = dir / "jobs.journal";
   {
-    JobJournal journal(path, 1);
+    JobJournal journal(path);
     EXPECT_TRUE(journal.recovered().jobs.empty());
     journal.Append(Job(1, JobStatus::kQueued));
-    journal.Append(Job(1, JobStatus::kRunning));
+    JobRecord running = Job(1, JobStatus::kRunning);
+    running.started_unix_ms = 99;
+    journal.Append(running);
     journal.Append(Job(2, JobStatus::kQueued));
   }
   EXPECT_EQ(LineCount(path), 3);
   WriteBytes(path, ReadText(path) + "{\"id\": 3, \"sta");  // killed in the middle of a write
-  JobJournal journal(path, 99);
+  JobJournal journal(path);
   ASSERT_EQ(journal.recovered().jobs.size(), 2u);
   EXPECT_EQ(journal.recovered().jobs[0].status, JobStatus::kInterrupted);
   EXPECT_EQ(journal.recovered().jobs[0].ended_unix_ms, 99);

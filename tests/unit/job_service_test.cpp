@@ -1,8 +1,13 @@
-// mgpu serve's rules without running a job: which devices it owns (--gpus), where it may listen,
-// what a submission must satisfy (and the flags the service adds), how progress is read from a
-// run folder, and the JobService over a real gRPC channel: the token on every call, requests
-// validated, refusals with their reason.
+// mgpu serve's rules without running a job: which devices it owns (--gpus), where it may listen
+// (TCP only with a token, TLS unless loopback after resolution), who may run it (not root without
+// --allow-root), where a token comes from (never argv; a private file), what a submission must
+// satisfy (and the flags the service adds), how progress is read from a run folder, and the
+// JobService over real gRPC channels: its Unix socket admits only allowed uids, TCP calls need
+// the token, requests are validated, refusals come with their reason.
 #include <gtest/gtest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
@@ -12,7 +17,10 @@
 #include "launcher/job_outputs.h"
 #include "launcher/job_service.h"
 #include "launcher/job_submission.h"
+#include "launcher/net.h"
+#include "launcher/peer_socket.h"
 #include "launcher/serve_options.h"
+#include "launcher/server_security.h"
 #include "launcher/state_dir_lock.h"
 #include "service/job_service.grpc.pb.h"
 #include "tests/support/test_support.h"
@@ -47,14 +55,76 @@ TEST(ServeOptions, AddressesAndTheLoopbackRule) {
   EXPECT_NE(BadInputMessage([] { ParseHostPort("localhost", "--server", 1); }).find("expected HOST:PORT"),
             std::string::npos);
   EXPECT_NE(BadInputMessage([] { ParseHostPort("h:0", "--server", 1); }).find("from 1 to 65535"), std::string::npos);
-  ServeOptions open;
-  open.listen = "0.0.0.0:29600";
-  EXPECT_NE(BadInputMessage([&] { ValidateServeOptions(open); }).find("not a loopback address"), std::string::npos);
-  open.token = "s3cret";
-  EXPECT_NO_THROW(ValidateServeOptions(open));
+  ServeOptions socket_only;
+  EXPECT_NO_THROW(ValidateServeOptions(socket_only)) << "by default: the Unix socket, nothing on TCP";
+  ServeOptions tcp;
+  tcp.listen = "127.0.0.1:29600";
+  EXPECT_NE(BadInputMessage([&] { ValidateServeOptions(tcp); }).find("--token-file"), std::string::npos)
+      << "TCP needs a token, even on loopback";
+  tcp.token = "s3cret";
+  EXPECT_NO_THROW(ValidateServeOptions(tcp));
+  tcp.listen = "localhost:0";
+  EXPECT_NO_THROW(ValidateServeOptions(tcp)) << "localhost resolves to loopback only";
+  tcp.listen = "0.0.0.0:29600";
+  EXPECT_NE(BadInputMessage([&] { ValidateServeOptions(tcp); }).find("token would cross the network in clear"),
+            std::string::npos);
+  tcp.tls_cert = "cert.pem";
+  tcp.tls_key = "key.pem";
+  EXPECT_NO_THROW(ValidateServeOptions(tcp)) << "TLS and a token";
   ServeOptions half_tls;
+  half_tls.listen = "127.0.0.1:0";
+  half_tls.token = "s3cret";
   half_tls.tls_cert = "cert.pem";
   EXPECT_NE(BadInputMessage([&] { ValidateServeOptions(half_tls); }).find("go together"), std::string::npos);
+  ServeOptions tls_without_tcp;
+  tls_without_tcp.tls_cert = "cert.pem";
+  tls_without_tcp.tls_key = "key.pem";
+  EXPECT_NE(BadInputMessage([&] { ValidateServeOptions(tls_without_tcp); }).find("are for TCP"), std::string::npos);
+}
+
+TEST(ServeOptions, LoopbackIsWhatANameResolvesToNotHowItIsSpelt) {
+  EXPECT_TRUE(IsLoopbackAddress("127.0.0.1"));
+  EXPECT_TRUE(IsLoopbackAddress("127.3.2.1"));
+  EXPECT_TRUE(IsLoopbackAddress("::1"));
+  EXPECT_TRUE(IsLoopbackAddress("[::1]"));
+  EXPECT_TRUE(IsLoopbackAddress("localhost"));
+  EXPECT_FALSE(IsLoopbackAddress("0.0.0.0"));
+  EXPECT_FALSE(IsLoopbackAddress("10.1.2.3"));
+  EXPECT_FALSE(IsLoopbackAddress("::"));
+  // Starts like a loopback address, but is a name (.invalid never resolves): not loopback.
+  EXPECT_FALSE(IsLoopbackAddress("127.attacker.invalid"));
+  EXPECT_FALSE(IsLoopbackAddress("127.0.0.1.invalid"));
+  ServeOptions spoofed;
+  spoofed.listen = "127.attacker.invalid:29600";
+  spoofed.token = "s3cret";
+  EXPECT_NE(BadInputMessage([&] { ValidateServeOptions(spoofed); }).find("not (only) a loopback address"),
+            std::string::npos);
+}
+
+TEST(ServeOptions, RootIsRefusedUnlessAllowed) {
+  ServeOptions options;
+  EXPECT_NE(BadInputMessage([&] { CheckServiceUser(options, 0); }).find("run it as a dedicated user"),
+            std::string::npos);
+  EXPECT_NO_THROW(CheckServiceUser(options, 1000));
+  options.allow_root = true;
+  EXPECT_NO_THROW(CheckServiceUser(options, 0));
+}
+
+TEST(ServeOptions, TokensComeFromAPrivateFileOrTheEnvironmentNeverTheCommandLine) {
+  TempDir dir;
+  WriteBytes(dir / "token", "s3cret\nignored\n");
+  ASSERT_EQ(::chmod((dir / "token").c_str(), 0644), 0);
+  EXPECT_NE(BadInputMessage([&] { LoadToken(dir / "token", nullptr); }).find("chmod 600"), std::string::npos)
+      << "a token others can read is no secret";
+  ASSERT_EQ(::chmod((dir / "token").c_str(), 0600), 0);
+  EXPECT_EQ(LoadToken(dir / "token", "from-env"), "s3cret") << "the file wins; its first line";
+  EXPECT_EQ(LoadToken("", "from-env"), "from-env");
+  EXPECT_EQ(LoadToken("", nullptr), "");
+  WriteBytes(dir / "empty", "\n");
+  ASSERT_EQ(::chmod((dir / "empty").c_str(), 0600), 0);
+  EXPECT_NE(BadInputMessage([&] { LoadToken(dir / "empty", nullptr); }).find("first line is empty"), std::string::npos);
+  EXPECT_NE(BadInputMessage([&] { LoadToken(dir / "nowhere", nullptr); }).find("not a readable file"), std::string::npos);
+  EXPECT_NE(TokenOnCommandLineMessage("mgpu serve").find("--token-file FILE, or set MGPU_TOKEN"), std::string::npos);
 }
 
 TEST(StateDirLock, OneServicePerStateFolder) {
@@ -105,7 +175,9 @@ class JobSubmission : public ::testing::Test {
     submission.config_yaml = yaml;
     submission.config_name = "job.yaml";
     submission.gpus = gpus;
-    return PrepareJob(7, submission, state_ / "jobs/7", ParseDeviceSlots("cpu,cpu", 0), checkpoint_every);
+    PathPolicy paths;
+    paths.read_only = {AllowedFolder(data_.path(), "--allow-read")};
+    return PrepareJob(7, submission, state_ / "jobs/7", ParseDeviceSlots("cpu,cpu", 0), checkpoint_every, paths);
   }
   std::string Refusal(const std::string& yaml, int gpus = 1) {
     const std::string message = BadInputMessage([&] { Prepare(yaml, gpus); });
@@ -142,7 +214,8 @@ TEST_F(JobSubmission, BadConfigurationsAreRefusedWithTheReason) {
   EXPECT_NE(Refusal(DataDir() + "epochs: [1, 2]\n").find("needs a single value"), std::string::npos);
   EXPECT_NE(Refusal(DataDir() + "[a, b]: 1\n").find("cannot be read"), std::string::npos);
   EXPECT_NE(Refusal(DataDir() + "rank: 1\n").find("'rank' is set by mgpu run"), std::string::npos);
-  EXPECT_NE(Refusal("data-dir: relative/data\n").find("relative path"), std::string::npos);
+  EXPECT_NE(Refusal("data-dir: relative/data\n").find("data folder " + state_ / "jobs/7/relative/data "), std::string::npos)
+      << "a relative path is taken from the job folder";
 }
 
 TEST_F(JobSubmission, ImpossibleDeviceCountsAndDevicesAreRefused) {
@@ -162,8 +235,8 @@ TEST_F(JobSubmission, MissingDataIsRefusedNamingWhatIsMissing) {
   EXPECT_NO_THROW(Prepare("dataset: synthetic\n")) << "synthetic data needs no files";
 }
 
-// The JobService in this process, over a real channel, with a token. No job is ever started: only
-// refused requests are sent (a started job would run this test binary as `mgpu run`).
+// The JobService in this process, over TCP with a token and over its Unix socket. No job is ever
+// started: only refused requests are sent (a started job would run this test binary as `mgpu run`).
 class JobServiceCalls : public ::testing::Test {
  protected:
   JobServiceCalls() {
@@ -171,10 +244,25 @@ class JobServiceCalls : public ::testing::Test {
     options.state_dir = state_.path();
     options.slots = ParseDeviceSlots("cpu,cpu", 0);
     manager_ = std::make_unique<JobManager>(options);
-    server_ = std::make_unique<JobServer>(*manager_, "127.0.0.1", 0, ServerSecurity{"s3cret", "", ""});
-    stub_ = service::JobService::NewStub(MakeCoordinatorChannel(server_->address(), ""));
+    server_ = std::make_unique<JobServer>(*manager_, Endpoints("s3cret", {::geteuid()}));
+    stub_ = service::JobService::NewStub(MakeCoordinatorChannel(server_->tcp_address(), ""));
   }
 
+  JobEndpoints Endpoints(const std::string& token, std::vector<uid_t> socket_uids) const {
+    JobEndpoints endpoints;
+    endpoints.socket_path = SocketPath(state_.path());
+    endpoints.socket_uids = std::move(socket_uids);
+    endpoints.tcp_host = "127.0.0.1";
+    endpoints.security.token = token;
+    return endpoints;
+  }
+  static grpc::Status List(service::JobService::Stub& stub, const std::string& token = "") {
+    grpc::ClientContext context;
+    AddToken(context, token);
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    service::ListJobsReply reply;
+    return stub.ListJobs(&context, service::ListJobsRequest(), &reply);
+  }
   grpc::Status Submit(const service::SubmitRequest& request, const std::string& token = "s3cret") {
     grpc::ClientContext context;
     AddToken(context, token);
@@ -195,6 +283,43 @@ class JobServiceCalls : public ::testing::Test {
   std::unique_ptr<JobServer> server_;
   std::unique_ptr<service::JobService::Stub> stub_;
 };
+
+TEST_F(JobServiceCalls, TheSocketAdmitsItsOwnerWithoutATokenAndNoOtherUid) {
+  const std::string socket = SocketPath(state_.path());
+  struct stat info {};
+  ASSERT_EQ(::stat(socket.c_str(), &info), 0);
+  EXPECT_TRUE(S_ISSOCK(info.st_mode));
+  EXPECT_EQ(info.st_mode & 0777, 0600u) << "only its owner (and root) can connect";
+  EXPECT_EQ(server_->socket_address(), "unix:" + socket);
+  auto local = service::JobService::NewStub(MakeCoordinatorChannel(server_->socket_address(), ""));
+  EXPECT_TRUE(List(*local).ok()) << "the peer's uid, from the kernel, is its credential";
+
+  // The same service admitting another uid only: this process's connection is closed unanswered.
+  server_.reset();
+  const uid_t someone_else = ::geteuid() == 4242 ? 4343 : 4242;
+  server_ = std::make_unique<JobServer>(*manager_, Endpoints("s3cret", {someone_else}));
+  auto refused = service::JobService::NewStub(MakeCoordinatorChannel(server_->socket_address(), ""));
+  const grpc::Status status = List(*refused, "s3cret");
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
+}
+
+TEST_F(JobServiceCalls, TcpWithoutATokenIsRefused) {
+  server_.reset();
+  server_ = std::make_unique<JobServer>(*manager_, Endpoints("", {::geteuid()}));
+  auto tcp = service::JobService::NewStub(MakeCoordinatorChannel(server_->tcp_address(), ""));
+  const grpc::Status status = List(*tcp);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+}
+
+TEST_F(JobServiceCalls, AConfigurationThatIsNotUtf8IsRefusedNamingTheByte) {
+  service::SubmitRequest request;
+  request.set_config_yaml("epochs: 1\nname: caf\xe9\n");
+  request.set_config_name("latin1.yaml");
+  const grpc::Status status = Submit(request);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("latin1.yaml is not UTF-8 text: byte 19 (0xe9)"), std::string::npos)
+      << status.error_message();
+}
 
 TEST_F(JobServiceCalls, EveryCallNeedsTheToken) {
   EXPECT_EQ(Get(1, "").error_code(), grpc::StatusCode::UNAUTHENTICATED);
@@ -247,7 +372,7 @@ TEST_F(JobServiceCalls, RequestsAreValidatedBeforeAnythingHappens) {
 TEST(JobManagerRestart, AQueuedJobNeedingMoreDevicesThanNowOwnedFailsInsteadOfBlockingTheQueue) {
   TempDir state;
   {
-    JobJournal journal(state / "jobs.journal", 1);
+    JobJournal journal(state / "jobs.journal");
     JobRecord job;
     job.id = 3;
     job.gpus = 4;
