@@ -1,6 +1,8 @@
 #include "ddp/slurm_environment.h"
 
+#include <cctype>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <initializer_list>
 #include <vector>
@@ -25,6 +27,22 @@ int Required(const EnvLookup& env, const char* name) {
   throw BadInputError(fmt::format("SLURM_STEP_ID is set (this is a task of an srun step) but {} is not; Slurm sets "
                                   "both for every task: start the ranks with srun, or unset SLURM_STEP_ID",
                                   name));
+}
+
+// SLURM_JOB_ID: a 32-bit unsigned number (federated clusters put their id in the high bits),
+// beyond ReadEnvInt's range.
+uint32_t JobId(const EnvLookup& env) {
+  const char* value = env("SLURM_JOB_ID");
+  if (value == nullptr || *value == '\0') return static_cast<uint32_t>(Required(env, "SLURM_JOB_ID"));
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long parsed = std::strtoull(value, &end, 10);
+  if (errno != 0 || *end != '\0' || !std::isdigit(static_cast<unsigned char>(*value)) || parsed > UINT32_MAX) {
+    throw BadInputError(fmt::format("environment variable SLURM_JOB_ID='{}' is not a Slurm job id (0 to {}); it is "
+                                    "normally set by srun: unset it or fix its value",
+                                    value, UINT32_MAX));
+  }
+  return static_cast<uint32_t>(parsed);
 }
 
 // The first of `names` that is set, or nullptr.
@@ -98,7 +116,7 @@ std::optional<SlurmStep> ReadSlurmStep(const EnvLookup& env) {
   step.ntasks = Required(env, "SLURM_NTASKS");
   step.localid = Required(env, "SLURM_LOCALID");
   step.nodeid = Required(env, "SLURM_NODEID");
-  step.job_id = Required(env, "SLURM_JOB_ID");
+  step.job_id = JobId(env);
   const char* nodes = FirstSet(env, {"SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"});
   step.nnodes = nodes == nullptr ? 1 : *ReadEnvInt(env, nodes, kSrun);
   const char* nodelist = FirstSet(env, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"});
@@ -116,7 +134,7 @@ std::optional<SlurmStep> ReadSlurmStep(const EnvLookup& env) {
   CheckInRange(step.nodeid, "SLURM_NODEID", step.nnodes, nodes == nullptr ? "SLURM_NNODES" : nodes);
   step.tasks_on_node = TasksOnNode(env, step);
   CheckInRange(step.localid, "SLURM_LOCALID", step.tasks_on_node, "this node's tasks");
-  step.port = kSlurmPortBase + step.job_id % kSlurmPortSpan;
+  step.port = kSlurmPortBase + static_cast<int>(step.job_id % kSlurmPortSpan);
   return step;
 }
 

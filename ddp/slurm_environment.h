@@ -13,6 +13,7 @@
 // MASTER_PORT (workers) or --master-port (`mgpu run`).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -32,7 +33,7 @@ struct SlurmStep {
   int nnodes = 1;          // SLURM_STEP_NUM_NODES, else SLURM_NNODES or SLURM_JOB_NUM_NODES
   std::string first_host;  // the first host of the step's node list: rank 0's node
   std::string nodelist_variable;  // the variable first_host came from
-  int job_id = 0;          // SLURM_JOB_ID
+  uint32_t job_id = 0;     // SLURM_JOB_ID
   int port = 0;            // the rendezvous port derived from job_id
 };
 

@@ -101,10 +101,14 @@ TEST(ResolveWorld, ReadsAnSrunStepTakingTheRankFromProcidNotNodeid) {
 
 TEST(ResolveWorld, SlurmsDerivedPortStaysInItsRangeAndTheStepsNodeListComesFirst) {
   auto vars = SrunTask();
-  vars["SLURM_JOB_ID"] = "987654321";
+  vars["SLURM_JOB_ID"] = "4294967295";  // job ids are 32-bit; federated ones use the high bits
   vars["SLURM_JOB_NODELIST"] = "login1,gpu[07-08]";
   WorldInfo world = ResolveWorld(WorldFlags{}, FakeEnv(vars));
-  EXPECT_EQ(world.master_port, kSlurmPortBase + 987654321 % kSlurmPortSpan);
+  EXPECT_EQ(world.master_port, kSlurmPortBase + 4294967295u % kSlurmPortSpan);
+  vars["SLURM_JOB_ID"] = "4294967296";
+  EXPECT_NE(BadInputMessage([&] { ResolveWorld(WorldFlags{}, FakeEnv(vars)); }).find("SLURM_JOB_ID='4294967296'"),
+            std::string::npos);
+  vars["SLURM_JOB_ID"] = "4294967295";
   EXPECT_EQ(world.master_addr, "gpu07");
   vars.erase("SLURM_STEP_NODELIST");
   EXPECT_EQ(ResolveWorld(WorldFlags{}, FakeEnv(vars)).master_addr, "login1");
