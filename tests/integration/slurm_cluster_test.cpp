@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -233,6 +234,14 @@ class OneNodeSlurm {
  private:
   OneNodeSlurm() : host_(ShortHostName()) {}
 
+  // The CPU count slurmd will register (`slurmd -C`): a node declaring more is drained.
+  static std::string CpusSlurmdSees() {
+    std::smatch match;
+    const std::string hardware = RunCommand({FindProgram("slurmd"), "-C"}).output;
+    if (std::regex_search(hardware, match, std::regex(R"(CPUs=(\d+))"))) return match[1];
+    return std::to_string(std::max(1u, std::thread::hardware_concurrency()));
+  }
+
   void WriteConfig() {
     const std::string folder = dir_.path();
     for (const char* sub : {"state", "spool"}) MakeDirectories(folder + "/" + sub);
@@ -253,8 +262,7 @@ class OneNodeSlurm {
          << "SchedulerParameters=sched_interval=2\n"  // pending batch jobs start within 2 s, not 60
          // Tasks that outlive SIGTERM get SIGKILL 5 s later (the default 30 s would slow the failure test).
          << "KillWait=5\n"
-         << "NodeName=" << host_ << " NodeAddr=127.0.0.1 CPUs=" << std::thread::hardware_concurrency()
-         << " State=UNKNOWN\n"
+         << "NodeName=" << host_ << " NodeAddr=127.0.0.1 CPUs=" << CpusSlurmdSees() << " State=UNKNOWN\n"
          << "PartitionName=test Nodes=" << host_ << " Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4\n";
     WriteBytes(conf_, conf.str());
     // Read next to slurm.conf; Debian's Slurm has no "disabled" plugin, v1 works without cgroups in use.
@@ -327,7 +335,8 @@ class SlurmCluster : public ::testing::Test {
 
 TEST_F(SlurmCluster, SrunWithTwoTasksTrainsGlooDdpToTheChecksumOfTheTorchrunRun) {
   const std::vector<std::string> steps = {"--max-steps", std::to_string(kSteps)};
-  std::vector<std::string> srun = {FindProgram("srun"), "-N1", "-n2", "--kill-on-bad-exit=1", "--chdir", out_.path(),
+  // --overcommit: two tasks also fit a one-CPU machine.
+  std::vector<std::string> srun = {FindProgram("srun"), "-N1", "-n2", "--overcommit", "--kill-on-bad-exit=1", "--chdir", out_.path(),
                                    MGPU_WORKER_BIN};
   for (const auto& flag : WorkerFlags("srun")) srun.push_back(flag);
   srun.insert(srun.end(), steps.begin(), steps.end());
@@ -367,7 +376,7 @@ TEST_F(SlurmCluster, SrunWithOneMgpuRunTaskPerNodeTrainsToTheSameChecksum) {
 
 TEST_F(SlurmCluster, AKilledTaskEndsTheJobUnderKillOnBadExitWithinTheCollectiveTimeout) {
   constexpr double kCollectiveTimeout = 60;  // WorkerFlags' --collective-timeout
-  std::vector<std::string> srun = {FindProgram("srun"), "-N1", "-n2", "--kill-on-bad-exit=1", "--chdir", out_.path(),
+  std::vector<std::string> srun = {FindProgram("srun"), "-N1", "-n2", "--overcommit", "--kill-on-bad-exit=1", "--chdir", out_.path(),
                                    MGPU_WORKER_BIN};
   for (const auto& flag : WorkerFlags("killed")) srun.push_back(flag);
   srun.insert(srun.end(), {"--epochs", "100000"});
