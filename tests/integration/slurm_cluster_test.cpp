@@ -397,8 +397,9 @@ TEST_F(SlurmCluster, AKilledTaskEndsTheJobUnderKillOnBadExitWithinTheCollectiveT
   const double seconds = std::chrono::duration<double>(Clock::now() - killed_at).count();
   EXPECT_LT(seconds, kCollectiveTimeout) << result.output;
   EXPECT_NE(result.exit_code, 0) << result.output;
-  EXPECT_TRUE(std::regex_search(result.output, std::regex(R"(task 1: Killed)"))) << "srun names the task:\n"
-                                                                                 << result.output;
+  // "task 1: Killed", or "tasks 0-1: Killed" where srun reports both ranks at once.
+  EXPECT_TRUE(std::regex_search(result.output, std::regex(R"(tasks? [0-9,-]*\b1\b[0-9,-]*: Killed)")))
+      << "srun names the task:\n" << result.output;
   EXPECT_TRUE(WaitFor([&] { return ProcessGone(survivor) && ProcessGone(victim); }, 15))
       << "rank 0 (pid " << survivor << ") outlived the job";
 }
