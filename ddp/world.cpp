@@ -1,45 +1,50 @@
 #include "ddp/world.h"
 
-#include <cerrno>
-#include <cstdlib>
 #include <optional>
 
 #include <fmt/format.h>
 
 #include "common/status.h"
+#include "ddp/slurm_environment.h"
 
 namespace mgpu {
 namespace {
 
-std::optional<int> EnvInt(const EnvLookup& env, const char* name, const char* set_by) {
-  const char* value = env(name);
-  if (value == nullptr || *value == '\0') return std::nullopt;
-  char* end = nullptr;
-  errno = 0;
-  long parsed = std::strtol(value, &end, 10);
-  if (errno != 0 || *end != '\0' || parsed < 0 || parsed > 1'000'000) {
-    throw BadInputError(fmt::format(
-        "environment variable {}='{}' is not a non-negative integer (it is normally set by {}); "
-        "unset it or fix its value",
-        name, value, set_by));
+// Slurm's environment into `world`; returns the source line for the log.
+std::string ApplySlurmStep(const SlurmStep& step, const EnvLookup& env, WorldInfo& world) {
+  world.rank = step.procid;
+  world.world_size = step.ntasks;
+  world.local_rank = step.localid;
+  world.local_world_size = step.tasks_on_node;
+  world.from_slurm = true;
+  std::string address = fmt::format("MASTER_ADDR {} (first host of {})", step.first_host, step.nodelist_variable);
+  if (const char* addr = env("MASTER_ADDR"); addr != nullptr && *addr != '\0') {
+    world.master_addr = addr;
+    address = fmt::format("MASTER_ADDR {} (set)", addr);
+  } else {
+    world.master_addr = step.first_host;
   }
-  return static_cast<int>(parsed);
+  std::string port = fmt::format("MASTER_PORT {} (from SLURM_JOB_ID {})", step.port, step.job_id);
+  if (auto set = ReadEnvInt(env, "MASTER_PORT", "you (or the job script)")) {
+    world.master_port = *set;
+    port = fmt::format("MASTER_PORT {} (set)", *set);
+  } else {
+    world.master_port = step.port;
+  }
+  return fmt::format("Slurm environment (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID {} of {}; {}, {})",
+                     step.nodeid, step.nnodes, address, port);
 }
 
 }  // namespace
-
-EnvLookup ProcessEnvironment() {
-  return [](const char* name) -> const char* { return std::getenv(name); };
-}
 
 WorldInfo ResolveWorld(const WorldFlags& flags, const EnvLookup& env) {
   WorldInfo world;
   const char* kTorchrun = "torchrun";
   const char* kOpenMpi = "mpirun (Open MPI)";
-  const std::optional<int> torch_rank = EnvInt(env, "RANK", kTorchrun);
-  const std::optional<int> torch_size = EnvInt(env, "WORLD_SIZE", kTorchrun);
-  const std::optional<int> mpi_rank = EnvInt(env, "OMPI_COMM_WORLD_RANK", kOpenMpi);
-  const std::optional<int> mpi_size = EnvInt(env, "OMPI_COMM_WORLD_SIZE", kOpenMpi);
+  const std::optional<int> torch_rank = ReadEnvInt(env, "RANK", kTorchrun);
+  const std::optional<int> torch_size = ReadEnvInt(env, "WORLD_SIZE", kTorchrun);
+  const std::optional<int> mpi_rank = ReadEnvInt(env, "OMPI_COMM_WORLD_RANK", kOpenMpi);
+  const std::optional<int> mpi_size = ReadEnvInt(env, "OMPI_COMM_WORLD_SIZE", kOpenMpi);
 
   std::string env_source;
   if (torch_rank || torch_size) {
@@ -49,10 +54,10 @@ WorldInfo ResolveWorld(const WorldFlags& flags, const EnvLookup& env) {
     }
     world.rank = *torch_rank;
     world.world_size = *torch_size;
-    world.local_rank = EnvInt(env, "LOCAL_RANK", kTorchrun).value_or(world.rank);
-    world.local_world_size = EnvInt(env, "LOCAL_WORLD_SIZE", kTorchrun).value_or(world.world_size);
+    world.local_rank = ReadEnvInt(env, "LOCAL_RANK", kTorchrun).value_or(world.rank);
+    world.local_world_size = ReadEnvInt(env, "LOCAL_WORLD_SIZE", kTorchrun).value_or(world.world_size);
     if (const char* addr = env("MASTER_ADDR"); addr != nullptr && *addr != '\0') world.master_addr = addr;
-    if (auto port = EnvInt(env, "MASTER_PORT", kTorchrun)) world.master_port = *port;
+    if (auto port = ReadEnvInt(env, "MASTER_PORT", kTorchrun)) world.master_port = *port;
     env_source = "torchrun environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)";
   } else if (mpi_rank || mpi_size) {
     if (!mpi_rank || !mpi_size) {
@@ -61,10 +66,14 @@ WorldInfo ResolveWorld(const WorldFlags& flags, const EnvLookup& env) {
     }
     world.rank = *mpi_rank;
     world.world_size = *mpi_size;
-    world.local_rank = EnvInt(env, "OMPI_COMM_WORLD_LOCAL_RANK", kOpenMpi).value_or(world.rank);
+    world.local_rank = ReadEnvInt(env, "OMPI_COMM_WORLD_LOCAL_RANK", kOpenMpi).value_or(world.rank);
     world.local_world_size =
-        EnvInt(env, "OMPI_COMM_WORLD_LOCAL_SIZE", kOpenMpi).value_or(world.world_size);
+        ReadEnvInt(env, "OMPI_COMM_WORLD_LOCAL_SIZE", kOpenMpi).value_or(world.world_size);
     env_source = "Open MPI environment (OMPI_COMM_WORLD_*)";
+  } else if (const std::optional<SlurmStep> step = ReadSlurmStep(env)) {
+    env_source = ApplySlurmStep(*step, env, world);
+  } else if (InSlurmBatchScript(env)) {
+    world.source = "single process (a Slurm job's batch script without srun: start the ranks with srun)";
   }
 
   const bool any_flag = flags.rank >= 0 || flags.world_size >= 0 || flags.local_rank >= 0 ||
@@ -95,6 +104,11 @@ WorldInfo ResolveWorld(const WorldFlags& flags, const EnvLookup& env) {
                                     world.master_port, world.source));
   }
   return world;
+}
+
+int DefaultCudaIndex(const WorldInfo& world, int visible_devices) {
+  if (world.from_slurm && visible_devices == 1) return 0;
+  return world.local_rank;
 }
 
 }  // namespace mgpu

@@ -31,6 +31,12 @@ int RunMain(const std::vector<std::string>& args) {
       std::printf("%s", RunUsage().c_str());
       return 0;
     }
+    if (!options->layout_source.empty()) {  // Kubeflow's or Slurm's environment placed this node
+      const std::string port = options->master_port > 0 ? std::to_string(options->master_port) : "(free port)";
+      std::fprintf(stderr, "mgpu run: node %d of %d, %s worker(s) per node, master %s:%s (layout from %s)\n",
+                   options->node_rank, options->nnodes, options->nproc_per_node.c_str(),
+                   options->master_addr.c_str(), port.c_str(), options->layout_source.c_str());
+    }
     return RunJob(*options);
   } catch (...) {
     const Status status = StatusFromCurrentException();

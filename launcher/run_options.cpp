@@ -5,11 +5,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <set>
 
 #include <fmt/format.h>
 
 #include "common/status.h"
 #include "launcher/net.h"
+#include "launcher/node_environment.h"
 
 namespace mgpu {
 namespace {
@@ -76,10 +78,25 @@ const Flag* FindFlag(std::string name) {
   return nullptr;
 }
 
+// The environment's layout into the fields no flag set; records where they came from.
+void ApplyNodeLayout(const NodeLayout& layout, const std::set<std::string>& given, RunOptions& o) {
+  if (layout.source.empty()) return;
+  const auto unset = [&](const char* flag) { return given.count(flag) == 0; };
+  if (layout.nnodes && unset("nnodes")) o.nnodes = *layout.nnodes;
+  if (layout.node_rank && unset("node-rank")) o.node_rank = *layout.node_rank;
+  if (layout.nproc_per_node && unset("nproc-per-node")) o.nproc_per_node = *layout.nproc_per_node;
+  if (layout.master_addr && unset("master-addr")) o.master_addr = *layout.master_addr;
+  if (layout.master_port && unset("master-port")) o.master_port = *layout.master_port;
+  bool any_flag = false;
+  for (const char* flag : {"nnodes", "node-rank", "nproc-per-node", "master-addr", "master-port"}) any_flag |= !unset(flag);
+  o.layout_source = any_flag ? "flags over " + layout.source : layout.source;
+}
+
 void Validate(const RunOptions& o) {
   if (o.node_rank >= o.nnodes) {
-    throw BadInputError(fmt::format("--node-rank {} is out of range for --nnodes {} (node ranks run from 0 to {})",
-                                    o.node_rank, o.nnodes, o.nnodes - 1));
+    throw BadInputError(fmt::format("--node-rank {} is out of range for --nnodes {} (node ranks run from 0 to {}){}",
+                                    o.node_rank, o.nnodes, o.nnodes - 1,
+                                    o.layout_source.empty() ? "" : " (from " + o.layout_source + ")"));
   }
   if (o.tls_cert.empty() != o.tls_key.empty()) {
     throw BadInputError("--tls-cert and --tls-key go together: give both (the coordinator's certificate and key)");
@@ -130,12 +147,17 @@ a gRPC coordinator. Every flag not listed here goes to each worker (`mgpu-worker
                            when --master-addr is not a loopback address
   --tls-cert PEM --tls-key PEM   serve the coordinator over TLS
   --tls-ca PEM             the CA that workers and other nodes trust for the coordinator
+
+--nnodes, --node-rank, --nproc-per-node, --master-addr and --master-port left out are read from
+Kubeflow's PET_* variables, or from Slurm's under srun (one `mgpu run` task per node); the flags
+win. See docs/CLUSTERS.md.
 )";
 }
 
 std::optional<RunOptions> ParseRunOptions(const std::vector<std::string>& args, const EnvLookup& env) {
   RunOptions options;
   if (const char* token = env("MGPU_TOKEN"); token != nullptr) options.token = token;
+  std::set<std::string> given;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--help" || arg == "-h") return std::nullopt;
@@ -158,7 +180,9 @@ std::optional<RunOptions> ParseRunOptions(const std::vector<std::string>& args, 
       value = args[++i];
     }
     flag->set(options, value);
+    given.insert(flag->name);
   }
+  ApplyNodeLayout(NodeLayoutFromEnvironment(env), given, options);
   Validate(options);
   return options;
 }

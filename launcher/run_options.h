@@ -1,5 +1,7 @@
 // `mgpu run`'s own flags (torchrun's names, kebab-case; torchrun's snake_case spellings are
 // aliases). Every other argument is a worker flag, passed to each mgpu-worker unchanged.
+// --nnodes, --node-rank, --nproc-per-node, --master-addr and --master-port left out come from
+// Kubeflow's or Slurm's environment where one applies (launcher/node_environment.h).
 #pragma once
 
 #include <optional>
@@ -24,6 +26,7 @@ struct RunOptions {
   std::string token;                      // --token, else MGPU_TOKEN
   std::string tls_cert, tls_key, tls_ca;
   std::vector<std::string> worker_args;
+  std::string layout_source;  // where the node layout came from, for the start-up log; "" for flags and defaults
 };
 
 // The usage text of `mgpu run --help`.

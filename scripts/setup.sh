@@ -33,6 +33,10 @@ readonly DEBIAN_PACKAGES=(
   openssl
   dataset-fashion-mnist
   chromium
+  # The `slurm` tests' one-node Slurm. Installing starts nothing that a test relies on or that
+  # gets in its way: munge's service (with systemd) serves its own socket and key, which the tests
+  # do not use, and slurmctld's and slurmd's services start only with an /etc/slurm/slurm.conf.
+  slurm-wlm munge
 )
 
 say() { printf '[setup] %s\n' "$*"; }

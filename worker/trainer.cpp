@@ -207,8 +207,8 @@ torch::Device ResolveDevice(const std::string& requested, const WorldInfo& world
                                     "(check CUDA_VISIBLE_DEVICES and the driver), or use --device cpu",
                                     requested));
   }
-  const int index = requested.rfind("cuda:", 0) == 0 ? std::stoi(requested.substr(5)) : world.local_rank;
   const int count = static_cast<int>(torch::cuda::device_count());
+  const int index = requested.rfind("cuda:", 0) == 0 ? std::stoi(requested.substr(5)) : DefaultCudaIndex(world, count);
   if (index >= count) {
     throw BadInputError(fmt::format("--device {} on local rank {}: only {} CUDA device(s) are visible "
                                     "(cuda:0 to cuda:{})",
