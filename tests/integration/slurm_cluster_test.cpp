@@ -8,7 +8,9 @@
 //     under torchrun's environment, and so does `srun mgpu run` with one launcher task;
 //   - a task killed under `srun --kill-on-bad-exit=1` ends the job within the collective
 //     timeout, srun naming the task, with no rank left running;
-//   - ddp/slurm_nodelist.h expands node lists as `scontrol show hostnames` does.
+//   - ddp/slurm_nodelist.h expands node lists as `scontrol show hostnames` does;
+//   - deploy/slurm/ddp-ranks.sbatch, interrupted by SIGUSR1 before its time limit, requeues
+//     itself and resumes to the param_checksum of an uninterrupted run.
 //
 // Needs root, Debian's slurm-wlm and munge (scripts/setup.sh installs them); skipped, saying
 // why, otherwise.
@@ -27,6 +29,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <regex>
@@ -427,6 +430,68 @@ TEST_F(SlurmCluster, NodelistExpansionMatchesScontrolShowHostnames) {
   ASSERT_EQ(job.exit_code, 0) << job.output;
   EXPECT_EQ(ExpandSlurmNodelist(job.output.substr(0, job.output.find('\n')), "SLURM_JOB_NODELIST"),
             (std::vector<std::string>{slurm_->host()}));
+}
+
+TEST_F(SlurmCluster, SbatchInterruptedBeforeItsTimeLimitRequeuesItselfAndResumesToTheUninterruptedChecksum) {
+  constexpr int kTotalSteps = 800;
+  // Enough steps (global batch 256, about 20 to 35 steps/s on 2 cores) that the first attempt is
+  // interrupted long before the end: SIGUSR1 comes 10 to 25 s after an attempt starts (50 s
+  // before its one-minute limit, whenever slurmctld next checks), and a requeued attempt starts
+  // 11 s later (cred_expire=10). A second interruption only adds an attempt.
+  TempDir bigger;
+  WriteTinyMnistLike(bigger.path(), 5120, 200);
+  std::vector<std::string> worker = WorkerFlags("requeued");
+  for (size_t i = 0; i + 1 < worker.size(); ++i) {
+    if (worker[i] == "--data-dir") worker[i + 1] = bigger.path();
+    if (worker[i] == "--batch-size") worker[i + 1] = "256";
+  }
+  const std::vector<std::string> steps = {"--max-steps", std::to_string(kTotalSteps), "--epochs", "1000"};
+  worker.insert(worker.end(), steps.begin(), steps.end());
+
+  // deploy/slurm/ddp-ranks.sbatch as a user submits it, less its GPU, CPU, node and output
+  // requests (this one node has no GPU and few cores; the command line asks for one node, two
+  // tasks and the output file).
+  const std::string script = std::regex_replace(
+      ReadText(std::string(MGPU_SOURCE_DIR) + "/deploy/slurm/ddp-ranks.sbatch"),
+      std::regex(R"(#SBATCH --(gpus-per-task|cpus-per-task|nodes|ntasks-per-node|output)=[^\n]*\n)"), "");
+  WriteBytes(out_ / "ddp-ranks.sbatch", script);
+  const std::string worker_bin = MGPU_WORKER_BIN;
+  std::vector<std::string> sbatch = {"/usr/bin/env",
+                                     "PATH=" + worker_bin.substr(0, worker_bin.rfind('/')) + ":" + std::getenv("PATH"),
+                                     FindProgram("sbatch"), "--parsable", "-N1", "-n2", "--time=1", "--signal=USR1@50",
+                                     "--output=" + out_ / "job.out", "--chdir=" + out_.path(), out_ / "ddp-ranks.sbatch"};
+  sbatch.insert(sbatch.end(), worker.begin(), worker.end());
+  const CommandResult submitted = RunCommand(slurm_->Slurm(sbatch));
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  const std::string job = submitted.output.substr(0, submitted.output.find_first_of(";\n"));
+  const bool done = WaitFor(
+      [&] { return RunCommand(slurm_->Slurm({FindProgram("squeue"), "-h", "-j", job})).output.empty(); }, 300);
+  const std::string log = PathExists(out_ / "job.out") ? ReadText(out_ / "job.out") : "";
+  ASSERT_TRUE(done) << "job " << job << " still queued or running after 300 s:\n" << log;
+  EXPECT_NE(log.find("requeueing"), std::string::npos) << "SIGUSR1 never interrupted the run:\n" << log;
+  EXPECT_NE(log.find("resuming from"), std::string::npos) << log;
+
+  const nlohmann::json requeued = ReadSummary(out_ / "requeued");
+  EXPECT_EQ(requeued["status"], "ok") << log;
+  EXPECT_EQ(requeued["steps"], kTotalSteps);
+  // The same run never interrupted: two ranks under torchrun's environment.
+  const int port = FreeLocalPort();
+  std::vector<std::unique_ptr<BackgroundCommand>> ranks;
+  std::vector<std::string> whole = worker;
+  for (size_t i = 0; i + 1 < whole.size(); ++i) {
+    if (whole[i] == "--out") whole[i + 1] = out_ / "whole";
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<std::string> argv = {MGPU_WORKER_BIN};
+    argv.insert(argv.end(), whole.begin(), whole.end());
+    ranks.push_back(std::make_unique<BackgroundCommand>(argv, TorchrunEnvironment(rank, 2, port)));
+  }
+  for (auto& rank : ranks) {
+    const CommandResult result = rank->Wait();
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+  }
+  EXPECT_EQ(requeued["param_checksum"], ReadSummary(out_ / "whole")["param_checksum"])
+      << "the requeued and resumed run must end as the uninterrupted one:\n" << log;
 }
 
 }  // namespace
