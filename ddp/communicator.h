@@ -27,10 +27,22 @@
 
 namespace mgpu {
 
+// Whose failure a failed collective shows: this rank's (it could not start the collective, or
+// gave it a wrong tensor), or a peer's: the collective was under way when a peer, or the
+// connection to it, went away (reset, closed, a remote NCCL error, no completion within the
+// timeout). `mgpu run` blames a rank with a failure of its own before the ranks that saw a peer
+// vanish.
+enum class CollectiveFault { kThisRank, kPeer };
+
 // A failed or timed-out collective (exit code 1).
 class CollectiveError : public Error {
  public:
-  explicit CollectiveError(const std::string& message) : Error(ExitCode::kFailure, message) {}
+  explicit CollectiveError(const std::string& message, CollectiveFault fault = CollectiveFault::kThisRank)
+      : Error(ExitCode::kFailure, message), fault_(fault) {}
+  CollectiveFault fault() const { return fault_; }
+
+ private:
+  CollectiveFault fault_;
 };
 
 class CollectiveWork {

@@ -18,16 +18,21 @@ class GlooWork : public CollectiveWork {
            CollectiveTracker::Token pending)
       : work_(std::move(work)), context_(std::move(context)), timeout_(timeout), pending_(std::move(pending)) {}
 
+  // A collective that started and then failed lost a peer: gloo fails one under way only when a
+  // pair's connection breaks ("Connection reset by peer", "Connection closed by peer") or the
+  // peers do not take part within the timeout.
   void Wait() override {
     try {
       work_->wait(timeout_);
       pending_.Done();
     } catch (const c10::Error& e) {
       throw CollectiveError(fmt::format("{} failed (gloo, timeout {} s): {}", context_, timeout_.count() / 1000,
-                                        e.what_without_backtrace()));
+                                        e.what_without_backtrace()),
+                            CollectiveFault::kPeer);
     } catch (const std::exception& e) {
       throw CollectiveError(fmt::format("{} failed (gloo, timeout {} s): {}", context_, timeout_.count() / 1000,
-                                        e.what()));
+                                        e.what()),
+                            CollectiveFault::kPeer);
     }
   }
 

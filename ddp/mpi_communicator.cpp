@@ -59,7 +59,8 @@ class MpiWork : public CollectiveWork {
       if (std::chrono::steady_clock::now() > deadline) {
         throw CollectiveError(fmt::format("{} did not complete within {} s (mpi); a rank has stopped or is "
                                           "stuck: check the other ranks' logs",
-                                          context_, timeout_.count() / 1000));
+                                          context_, timeout_.count() / 1000),
+                              CollectiveFault::kPeer);
       }
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(1000));

@@ -237,7 +237,7 @@ class NcclCommunicator : public Communicator {
 
   void ThrowIfFailed() {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!failure_.empty()) throw CollectiveError(failure_);
+    if (!failure_.empty()) throw CollectiveError(failure_, failure_fault_);
   }
 
   // Whether every watched collective completes within `grace` (polled).
@@ -283,7 +283,9 @@ class NcclCommunicator : public Communicator {
       ncclResult_t async_error = ncclSuccess;
       ncclCommGetAsyncError(comm_, &async_error);
       std::string failure;
+      CollectiveFault fault = CollectiveFault::kPeer;  // a remote error, or peers that never joined
       if (async_error != ncclSuccess && async_error != ncclInProgress) {
+        if (async_error != ncclRemoteError) fault = CollectiveFault::kThisRank;
         failure = fmt::format("{}: NCCL reported an asynchronous error: {} (last NCCL error: {})",
                               pending_.empty() ? CollectiveContext("communicator", rank_) : pending_.front().context,
                               ncclGetErrorString(async_error), ncclGetLastError(comm_));
@@ -294,6 +296,7 @@ class NcclCommunicator : public Communicator {
       }
       if (failure.empty()) continue;
       failure_ = failure;
+      failure_fault_ = fault;
       lock.unlock();
       std::fprintf(stderr, "mgpu-worker: %s\n", failure.c_str());
       std::fflush(stderr);
@@ -318,6 +321,7 @@ class NcclCommunicator : public Communicator {
   std::mutex mutex_;
   std::list<Pending> pending_;
   std::string failure_;
+  CollectiveFault failure_fault_ = CollectiveFault::kThisRank;
   bool stopping_ = false;
   std::atomic<bool> aborted_{false};
   double completed_seconds_ = 0;  // device time of the collectives reaped so far; guarded by mutex_

@@ -12,37 +12,6 @@ namespace {
 // allocate much.
 constexpr int kMaxMessageBytes = 1 << 20;
 
-// A client-streaming call answered at once with `status` (refused).
-class RefusedReport : public grpc::ServerReadReactor<coordinator::WorkerReport> {
- public:
-  explicit RefusedReport(const grpc::Status& status) { Finish(status); }
-  void OnDone() override { delete this; }
-};
-
-// Reads one worker's reports into the job state until the worker closes the stream.
-class ReportReader : public grpc::ServerReadReactor<coordinator::WorkerReport> {
- public:
-  explicit ReportReader(JobState& state) : state_(state) { StartRead(&report_); }
-  void OnReadDone(bool ok) override {
-    if (!ok) {
-      Finish(grpc::Status::OK);
-      return;
-    }
-    const grpc::Status status = state_.Report(report_, stream_rank_);
-    if (!status.ok()) {
-      Finish(status);
-      return;
-    }
-    StartRead(&report_);
-  }
-  void OnDone() override { delete this; }
-
- private:
-  JobState& state_;
-  coordinator::WorkerReport report_;
-  int stream_rank_ = -1;
-};
-
 }  // namespace
 
 class CoordinatorServer::Service : public coordinator::Coordinator::CallbackService {
@@ -53,11 +22,9 @@ class CoordinatorServer::Service : public coordinator::Coordinator::CallbackServ
                                      coordinator::Assignment* reply) override {
     return Answer(context, [&] { return state_.Register(*request, reply); });
   }
-  grpc::ServerReadReactor<coordinator::WorkerReport>* Report(grpc::CallbackServerContext* context,
-                                                             coordinator::ReportReply*) override {
-    const grpc::Status allowed = Authenticate(*context);
-    if (!allowed.ok()) return new RefusedReport(allowed);
-    return new ReportReader(state_);
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context, const coordinator::WorkerReport* request,
+                                      coordinator::HeartbeatReply*) override {
+    return Answer(context, [&] { return state_.Heartbeat(*request); });
   }
   grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const coordinator::FinishRequest* request,
                                    coordinator::FinishReply*) override {

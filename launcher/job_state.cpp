@@ -102,14 +102,11 @@ grpc::Status JobState::Register(const coordinator::RegisterRequest& request, coo
   return grpc::Status::OK;
 }
 
-grpc::Status JobState::Report(const coordinator::WorkerReport& report, int& stream_rank) {
+grpc::Status JobState::Heartbeat(const coordinator::WorkerReport& report) {
   if (auto status = CheckRank(report.rank()); !status.ok()) return status;
   if (auto status = CheckLength(report.phase(), kMaxPhaseBytes, "phase"); !status.ok()) return status;
   if (auto status = CheckLength(report.pending_collective(), kMaxCollectiveBytes, "pending_collective"); !status.ok()) {
     return status;
-  }
-  if (stream_rank >= 0 && report.rank() != stream_rank) {
-    return Invalid(fmt::format("this stream reports for rank {}, not rank {}", stream_rank, report.rank()));
   }
   std::lock_guard<std::mutex> lock(mutex_);
   RankView& view = ranks_[static_cast<size_t>(report.rank())];
@@ -117,7 +114,6 @@ grpc::Status JobState::Report(const coordinator::WorkerReport& report, int& stre
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         fmt::format("rank {} reports before it registered; call Register first", report.rank()));
   }
-  stream_rank = report.rank();
   view.last_heard = SteadyClock::now();
   view.step = report.step();
   view.epoch = report.epoch();

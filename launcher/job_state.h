@@ -66,9 +66,7 @@ class JobState {
   // RPC bodies; each returns the status the RPC answers with (INVALID_ARGUMENT,
   // ALREADY_EXISTS, FAILED_PRECONDITION with a message saying what was wrong).
   grpc::Status Register(const coordinator::RegisterRequest& request, coordinator::Assignment* assignment);
-  // `stream_rank`: the rank of the stream's first message (-1 before it); later messages must
-  // carry the same one.
-  grpc::Status Report(const coordinator::WorkerReport& report, int& stream_rank);
+  grpc::Status Heartbeat(const coordinator::WorkerReport& report);
   grpc::Status Finish(const coordinator::FinishRequest& request);
   grpc::Status JoinNode(const coordinator::JoinNodeRequest& request, coordinator::JoinNodeReply* reply);
   grpc::Status NodeReport(const coordinator::NodeReportRequest& request, coordinator::NodeReportReply* reply);

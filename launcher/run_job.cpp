@@ -20,6 +20,7 @@
 #include "launcher/job_state.h"
 #include "launcher/job_summary.h"
 #include "launcher/net.h"
+#include "launcher/root_cause.h"
 #include "launcher/stall_report.h"
 #include "launcher/worker_group.h"
 #include "worker/command_line.h"
@@ -158,41 +159,33 @@ std::string LastLines(const std::string& text, size_t count) {
   return joined;
 }
 
-// The earliest failure among the ranks: an exit with a code or signal, or a reported error.
-std::optional<JobFailure> FirstFailure(const std::vector<RankView>& ranks) {
-  std::optional<JobFailure> first;
-  for (const RankView& view : ranks) {
-    const bool failed_exit = view.exited && (view.exit.exit_code() != 0 || view.exit.signal() != 0);
-    const bool failed_finish = view.finished && view.finish.exit_code() != 0;
-    if (!failed_exit && !failed_finish) continue;
-    int64_t at = failed_exit ? view.exit.unix_millis() : view.finish_unix_millis;
-    if (failed_finish) at = std::min(at, view.finish_unix_millis);
-    if (first && first->unix_millis <= at) continue;
-    JobFailure f;
-    f.kind = "failed";
-    f.rank = view.rank;
-    f.host = view.host;
-    f.pid = view.pid;
-    f.step = view.step;
-    f.epoch = view.epoch;
-    f.phase = view.phase;
-    f.unix_millis = at;
-    std::string how;
-    if (failed_exit && view.exit.signal() != 0) {
-      f.signal = view.exit.signal();
-      f.exit_code = 128 + f.signal;
-      how = fmt::format("was killed by signal {} ({})", f.signal, SignalName(f.signal));
-    } else {
-      f.exit_code = failed_finish ? view.finish.exit_code() : view.exit.exit_code();
-      how = fmt::format("exited with code {}", f.exit_code);
-    }
-    f.reported_error = failed_finish && !view.finish.error().empty();
-    f.error = f.reported_error ? view.finish.error() : LastLines(view.exit.log_tail(), 5);
-    f.message = fmt::format("rank {} ({}{}) {} at {}", f.rank, f.host.empty() ? "host unknown" : "host " + f.host,
-                            f.pid > 0 ? fmt::format(", pid {}", f.pid) : "", how, RankPosition(view, SteadyClock::now()));
-    first = f;
+// The failure report of `view`, a rank that failed (FailureOf(view) is set).
+JobFailure FailureReport(const RankView& view) {
+  const bool failed_exit = view.exited && (view.exit.exit_code() != 0 || view.exit.signal() != 0);
+  const bool failed_finish = view.finished && view.finish.exit_code() != 0;
+  JobFailure f;
+  f.kind = "failed";
+  f.rank = view.rank;
+  f.host = view.host;
+  f.pid = view.pid;
+  f.step = view.step;
+  f.epoch = view.epoch;
+  f.phase = view.phase;
+  f.unix_millis = FailureOf(view)->unix_millis;
+  std::string how;
+  if (failed_exit && view.exit.signal() != 0) {
+    f.signal = view.exit.signal();
+    f.exit_code = 128 + f.signal;
+    how = fmt::format("was killed by signal {} ({})", f.signal, SignalName(f.signal));
+  } else {
+    f.exit_code = failed_finish ? view.finish.exit_code() : view.exit.exit_code();
+    how = fmt::format("exited with code {}", f.exit_code);
   }
-  return first;
+  f.reported_error = failed_finish && !view.finish.error().empty();
+  f.error = f.reported_error ? view.finish.error() : LastLines(view.exit.log_tail(), 5);
+  f.message = fmt::format("rank {} ({}{}) {} at {}", f.rank, f.host.empty() ? "host unknown" : "host " + f.host,
+                          f.pid > 0 ? fmt::format(", pid {}", f.pid) : "", how, RankPosition(view, SteadyClock::now()));
+  return f;
 }
 
 JobFailure Interrupted(int signal) {
@@ -216,11 +209,20 @@ void PrintFailure(const JobFailure& f) {
 std::optional<JobFailure> SuperviseAttempt(const JobState& state, const RunOptions& options, int nproc,
                                            const std::string& log_dir) {
   const auto started = SteadyClock::now();
+  std::optional<SteadyClock::time_point> first_failure_seen;
   while (true) {
     std::this_thread::sleep_for(kPollInterval);
     if (const int signal = ReceivedStopSignal(); signal != 0) return Interrupted(signal);
     const std::vector<RankView> ranks = state.Ranks();
-    if (auto failure = FirstFailure(ranks)) return failure;
+    if (const std::optional<int> cause = RootCauseRank(ranks)) {
+      // The ranks that saw a peer vanish may report before the launcher sees the peer end: wait
+      // for every fate, within the settle window, then blame by the rule (launcher/root_cause.h).
+      if (!first_failure_seen) first_failure_seen = SteadyClock::now();
+      if (EveryFateKnown(ranks) || SteadyClock::now() - *first_failure_seen >= kSettleWindow) {
+        return FailureReport(ranks.at(static_cast<size_t>(*cause)));
+      }
+      continue;
+    }
     if (std::all_of(ranks.begin(), ranks.end(), [](const RankView& r) { return r.exited; })) return std::nullopt;
     const double timeout = options.heartbeat_timeout;
     const auto now = SteadyClock::now();
@@ -250,6 +252,7 @@ int RunCoordinatorNode(const RunOptions& options, const JobPlan& plan) {
   assignment.set_master_addr(options.master_addr);
   assignment.set_master_port(plan.master_port);
   assignment.set_heartbeat_interval_ms(plan.heartbeat_interval_ms);
+  assignment.set_heartbeat_timeout_ms(static_cast<int32_t>(std::clamp(options.heartbeat_timeout * 1000, 1.0, 2e9)));
   JobState state(plan.world_size, plan.nproc, assignment);
   const std::string listen_host = options.nnodes == 1 ? "127.0.0.1" : options.master_addr;
   CoordinatorServer server(state, listen_host, plan.coordinator_port,

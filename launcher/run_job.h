@@ -4,10 +4,14 @@
 // Coordinator (launcher/coordinator_server.h), starts its workers with torchrun's environment
 // (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) plus
 // MGPU_COORDINATOR (and MGPU_TOKEN / MGPU_TLS_CA), and supervises:
-//   - the first failure by wall-clock time (a worker's exit with a code or signal, or its
-//     reported error) is the root cause: every other worker is stopped (SIGTERM to its process
-//     group, SIGKILL after 3 s), the rank, host, code or signal and last error are printed and
-//     stored in summary.json, and the job exits with that code (128 + signal for a signal);
+//   - a failed worker (an exit with a code or signal, or a reported error) stops the job: once
+//     every rank's fate is known, or 3 s after the first failure, the root cause is chosen by
+//     launcher/root_cause.h's rule (a rank's own failure before a peer's vanishing, then the
+//     earliest); every other worker is stopped (SIGTERM to its process group, SIGKILL after
+//     3 s), the rank, host, code or signal and last error are printed and stored in
+//     summary.json, and the job exits with that code (128 + signal for a signal);
+//   - workers end by themselves when this launcher stops answering their heartbeats for
+//     --heartbeat-timeout (worker/coordinator_client.h);
 //   - a rank silent, or training without a new step, for --heartbeat-timeout is hung: where
 //     every rank is gets printed and the job stops with exit code 1;
 //   - SIGINT, SIGTERM and SIGUSR1 are forwarded to every worker, which stops at its next step

@@ -95,10 +95,24 @@ T NumberOr(const nlohmann::json& object, const char* key, T fallback) {
   return it != object.end() && it->is_number() ? it->get<T>() : fallback;
 }
 
-coordinator::FinishRequest Outcome(const Status& status, const nlohmann::json& summary) {
+// Whose failure the exception being handled shows: a collective under way that lost a peer is
+// the peer's (ddp/communicator.h), anything else this rank's.
+coordinator::ErrorOrigin OriginOfCurrentException() {
+  try {
+    throw;
+  } catch (const CollectiveError& e) {
+    return e.fault() == CollectiveFault::kPeer ? coordinator::ERROR_ORIGIN_PEER : coordinator::ERROR_ORIGIN_THIS_RANK;
+  } catch (...) {
+    return coordinator::ERROR_ORIGIN_THIS_RANK;
+  }
+}
+
+coordinator::FinishRequest Outcome(const Status& status, const nlohmann::json& summary,
+                                   coordinator::ErrorOrigin origin = coordinator::ERROR_ORIGIN_THIS_RANK) {
   coordinator::FinishRequest outcome;
   outcome.set_exit_code(status.exit_code());
   outcome.set_error(status.ok() ? "" : status.ToString());
+  if (!status.ok()) outcome.set_error_origin(origin);
   outcome.set_total_seconds(NumberOr(summary, "total_seconds", 0.0));
   outcome.set_steps(NumberOr(summary, "steps", int64_t{0}));
   outcome.set_test_accuracy(NumberOr(summary, "test_accuracy", std::nan("")));
@@ -143,7 +157,9 @@ int main(int argc, char** argv) {
     if (coordinator_client) {
       assignment = coordinator_client->Register(world, device->str());
       WorkerStatus::Current().SetPhase("joining ranks");
-      coordinator_client->StartHeartbeats(assignment.heartbeat_interval_ms());
+      coordinator_client->StartHeartbeats(std::chrono::milliseconds(assignment.heartbeat_interval_ms()),
+                                          std::chrono::milliseconds(assignment.heartbeat_timeout_ms()),
+                                          [](const std::string& reason) { WorkerStatus::Current().StopTraining(reason); });
     }
     if (config.mode == "ddp") {
       const std::string backend = config.backend == "auto" ? DefaultBackend(*device) : config.backend;
@@ -156,8 +172,9 @@ int main(int argc, char** argv) {
     }
   } catch (...) {
     const Status status = StatusOfCurrentException();
+    const coordinator::ErrorOrigin origin = OriginOfCurrentException();
     std::fprintf(stderr, "mgpu-worker (rank %d): %s\n", world.rank, status.ToString().c_str());
-    if (coordinator_client) coordinator_client->Finish(Outcome(status, nlohmann::json::object()));
+    if (coordinator_client) coordinator_client->Finish(Outcome(status, nlohmann::json::object(), origin));
     return status.exit_code();
   }
 
@@ -173,6 +190,7 @@ int main(int argc, char** argv) {
   nlohmann::json summary = SummaryFromConfig(config, world);
   Status status;
   std::optional<StopRequest> interrupted;
+  coordinator::ErrorOrigin origin = coordinator::ERROR_ORIGIN_THIS_RANK;
   const auto start = std::chrono::steady_clock::now();
   try {
     outputs->log().info("mgpu-worker started (pid {}), rank source: {}", ::getpid(), world.source);
@@ -187,6 +205,7 @@ int main(int argc, char** argv) {
     interrupted = Train(config, world, *device, communicator.get(), *outputs, summary);
   } catch (...) {
     status = StatusOfCurrentException();
+    origin = OriginOfCurrentException();
     summary["status"] = "failed";
     summary["error"] = status.ToString();
     summary["exit_code"] = status.exit_code();
@@ -201,7 +220,7 @@ int main(int argc, char** argv) {
     if (status.ok()) status = write_status;
   }
   if (status.ok()) outputs->log().info("outputs in {}", outputs->folder());
-  coordinator::FinishRequest outcome = Outcome(status, summary);
+  coordinator::FinishRequest outcome = Outcome(status, summary, origin);
   if (status.ok() && interrupted) {
     outcome.set_exit_code(128 + interrupted->signal);
     outcome.set_error(fmt::format("interrupted by {} at step {}", SignalName(interrupted->signal),

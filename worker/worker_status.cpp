@@ -2,6 +2,8 @@
 
 #include <thread>
 
+#include "common/status.h"
+
 namespace mgpu {
 
 WorkerStatus& WorkerStatus::Current() {
@@ -20,6 +22,12 @@ void WorkerStatus::SetStep(int64_t step, int64_t epoch) {
   step_ = step;
   epoch_ = epoch;
   progress_at_ = Clock::now();
+  if (!stop_reason_.empty()) throw Error(ExitCode::kFailure, stop_reason_);
+}
+
+void WorkerStatus::StopTraining(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stop_reason_ = reason;
 }
 
 void WorkerStatus::PublishMetrics(const StepMetrics& metrics) {

@@ -23,8 +23,12 @@ class WorkerStatus {
 
   // A new phase ("joining ranks", "loading data", "training", "evaluating", "finishing").
   void SetPhase(const std::string& phase);
-  // After every optimizer step: cheap (a mutex and a clock read).
+  // After every optimizer step: cheap (a mutex and a clock read). Throws mgpu::Error (exit code
+  // 1) with the reason once StopTraining was called, so training ends at a step boundary.
   void SetStep(int64_t step, int64_t epoch);
+  // Any thread: the training thread is to stop at its next step with `reason` as its error (the
+  // coordinator client's heartbeat thread calls it when the launcher stopped answering).
+  void StopTraining(const std::string& reason);
   // A metrics row, sent with the next heartbeat.
   void PublishMetrics(const StepMetrics& metrics);
   // Heartbeats report `communicator`'s oldest outstanding collective from now on; nullptr stops
@@ -52,6 +56,7 @@ class WorkerStatus {
   std::optional<StepMetrics> metrics_;
   bool metrics_sent_ = true;
   const Communicator* communicator_ = nullptr;
+  std::string stop_reason_;  // set: SetStep throws it
 };
 
 // Watches a communicator's collectives for the heartbeats while in scope.

@@ -1,5 +1,6 @@
-// `mgpu run` end to end on the CPU (gloo): it trains and reports every rank; the first failure
-// stops the job naming its rank with no worker left behind, or restarts the group with
+// `mgpu run` end to end on the CPU (gloo): it trains and reports every rank; a failure stops the
+// job naming the rank that caused it with no worker left behind, the workers of a stopped
+// launcher end by themselves, or a failure restarts the group with
 // --max-restarts; a hung rank is reported within the heartbeat timeout, with the collective the
 // other ranks wait in; the coordinator serves over TLS and an untrusted certificate is a clear
 // error; a taken port and a bad configuration fail before any worker starts; two launchers
@@ -147,6 +148,51 @@ TEST_F(RunCli, InterruptingTheLauncherStopsEveryWorker) {
   EXPECT_TRUE(ProcessGone(rank0));
   EXPECT_TRUE(ProcessGone(rank1));
   EXPECT_EQ(ReadSummary(out_ / "interrupted")["launcher"]["root_cause"]["kind"], "interrupted");
+}
+
+// Whether `pid` has ended: gone, or a zombie its (stopped) parent has not reaped.
+bool ProcessEnded(pid_t pid) {
+  if (ProcessGone(pid)) return true;
+  const std::string stat = ReadText("/proc/" + std::to_string(pid) + "/stat");
+  const size_t name_end = stat.rfind(')');
+  return name_end == std::string::npos || stat.compare(name_end + 1, 3, " Z ") == 0 ||
+         stat.compare(name_end + 1, 3, " X ") == 0;
+}
+
+TEST_F(RunCli, WorkersOfAStoppedLauncherEndByThemselvesAfterTheHeartbeatTimeout) {
+  // One metrics row per epoch keeps the workers' output far below what the stopped launcher's
+  // pipes hold, so it cannot block them.
+  std::vector<std::string> argv =
+      Command("orphaned", {"--nproc-per-node", "2", "--heartbeat-timeout", "3"}, {"--epochs", "100000"});
+  *(std::find(argv.begin(), argv.end(), "--log-every") + 1) = "1000000";
+  BackgroundCommand job(argv);
+  const std::string logs = out_ / "orphaned/logs";
+  pid_t rank0 = -1, rank1 = -1;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        rank0 = LoggedPid(logs + "/rank-0.log");
+        rank1 = LoggedPid(logs + "/rank-1.log");
+        return rank0 > 0 && rank1 > 0 && LineCount(out_ / "orphaned/metrics.csv") > 2;
+      },
+      60))
+      << "the job did not start training";
+  const pid_t launcher = ParentOf(rank0);
+  ASSERT_GT(launcher, 1);
+  ::kill(launcher, SIGSTOP);
+  // The bound: the 3 s heartbeat timeout, then the next step (or 10 s more for a stuck worker);
+  // the deadline here only allows for a busy machine.
+  const bool ended = WaitFor([&] { return ProcessEnded(rank0) && ProcessEnded(rank1); }, 90);
+  ::kill(launcher, SIGKILL);
+  ::kill(launcher, SIGCONT);
+  job.Wait();
+  ASSERT_TRUE(ended) << "the workers of a stopped launcher went on";
+  const nlohmann::json summary = ReadSummary(out_ / "orphaned");
+  EXPECT_EQ(summary["status"], "failed");
+  EXPECT_EQ(summary["exit_code"], 1);
+  // The rank that noticed first says why; the other may fail first on its collective with it.
+  const std::string said = ReadText(logs + "/rank-0.log") + ReadText(logs + "/rank-1.log");
+  EXPECT_NE(said.find("the launcher (mgpu run, coordinator at"), std::string::npos) << said;
+  EXPECT_NE(said.find("stopped answering"), std::string::npos) << said;
 }
 
 TEST_F(RunCli, MaxRestartsStartsTheWholeGroupAgainAfterAFailure) {
