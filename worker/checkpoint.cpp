@@ -96,12 +96,12 @@ c10::IValue TensorDict(const torch::OrderedDict<std::string, torch::Tensor>& nam
   return dict;
 }
 
-// What a forged or foreign file gets as advice: its checksum held, so someone rewrote it.
-std::string Altered(const std::string& path) {
-  return fmt::format("checkpoint {} holds values no run writes (it was changed and its checksum recomputed, or "
-                     "written by another program); resume from another checkpoint (e.g. an earlier step-N.ckpt in "
-                     "the same folder) or start without --resume",
-                     path);
+// The error for a value no run writes: its checksum held, so the file was rewritten.
+BadInputError Altered(const std::string& path, const std::string& what) {
+  return BadInputError(fmt::format("checkpoint {}: {}; no run writes that (the file was changed and its checksum "
+                                   "recomputed, or written by another program): resume from another checkpoint "
+                                   "(e.g. an earlier step-N.ckpt in the same folder) or start without --resume",
+                                   path, what));
 }
 
 // `stored` against the tensor the run has in its place: shape and dtype as the run's, and finite.
@@ -114,7 +114,7 @@ void CheckTensor(const torch::Tensor& stored, const torch::Tensor& expected, con
                                     c10::toString(expected.scalar_type()), fmt::join(expected.sizes(), "x")));
   }
   if (stored.is_floating_point() && !torch::isfinite(stored).all().item<bool>()) {
-    throw BadInputError(fmt::format("{}: {} has non-finite values (NaN or infinity)", Altered(path), what));
+    throw Altered(path, fmt::format("{} has non-finite values (NaN or infinity)", what));
   }
 }
 
@@ -183,7 +183,7 @@ void CheckOptimizerState(const std::vector<torch::Tensor>& stored, FusedOptimize
     }
     CheckTensor(stored[i], slot == 0 ? step_count : stepped[parameter], what, path);
     if (slot == 0 && stored[i].item<double>() < 0) {
-      throw BadInputError(fmt::format("{}: {} is {}, below 0", Altered(path), what, stored[i].item<double>()));
+      throw Altered(path, fmt::format("{} is {}, below 0", what, stored[i].item<double>()));
     }
   }
 }
@@ -201,7 +201,7 @@ void CheckScalerState(const std::vector<torch::Tensor>& stored, GradScaler& scal
   for (size_t i = 0; i < stored.size(); ++i) {
     CheckTensor(stored[i], expected[i], kNames[i], path);
     const double value = stored[i].item<double>();
-    if (value < 0) throw BadInputError(fmt::format("{}: the {} is {}, below 0", Altered(path), kNames[i], value));
+    if (value < 0) throw Altered(path, fmt::format("the {} is {}, below 0", kNames[i], value));
   }
 }
 
@@ -216,7 +216,7 @@ int64_t IntegerField(const nlohmann::json& object, const char* section, const ch
                                         (low <= 0 || value.get<uint64_t>() >= static_cast<uint64_t>(low))
                                   : value.get<int64_t>() >= low && value.get<int64_t>() <= high);
   if (!fits) {
-    throw BadInputError(fmt::format("{}: its {} field '{}' is {}, outside the allowed {}", Altered(path), section,
+    throw Altered(path, fmt::format("its {} field '{}' is {}, outside the allowed {}", section,
                                     field, value.dump(),
                                     high == std::numeric_limits<int64_t>::max()
                                         ? fmt::format("integers >= {}", low)
@@ -240,7 +240,7 @@ TrainingPosition ReadPosition(const nlohmann::json& header, const std::string& p
                          std::all_of(position.epochs_detail.begin(), position.epochs_detail.end(),
                                      [](const nlohmann::json& epoch) { return epoch.is_object(); });
   if (!detail_ok) {
-    throw BadInputError(fmt::format("{}: its 'epochs_detail' is not a list of epoch records", Altered(path)));
+    throw Altered(path, "its 'epochs_detail' is not a list of epoch records");
   }
   return position;
 }
@@ -256,9 +256,8 @@ LrScheduler::State ReadSchedule(const nlohmann::json& header, const std::string&
   state.best = schedule.at("best").is_null() ? std::numeric_limits<double>::infinity()
                                              : schedule.at("best").get<double>();
   if (!std::isfinite(state.lr) || state.lr < 0 || std::isnan(state.best)) {
-    throw BadInputError(fmt::format("{}: its scheduler's lr {} (a finite number >= 0) or best loss {} is out of "
-                                    "range",
-                                    Altered(path), schedule.at("lr").dump(), schedule.at("best").dump()));
+    throw Altered(path, fmt::format("its scheduler's lr {} (a finite number >= 0) or best loss {} is out of range",
+                                    schedule.at("lr").dump(), schedule.at("best").dump()));
   }
   return state;
 }
@@ -268,8 +267,7 @@ torch::Tensor ReadEpochLoss(const c10::impl::GenericDict& payload, const std::st
   const torch::Tensor epoch_loss = payload.at("epoch_loss").toTensor();
   CheckTensor(epoch_loss, torch::zeros({2}, torch::kDouble), "the epoch's running loss", path);
   if (epoch_loss[1].item<double>() < 0) {
-    throw BadInputError(fmt::format("{}: the epoch's image count {} is below 0", Altered(path),
-                                    epoch_loss[1].item<double>()));
+    throw Altered(path, fmt::format("the epoch's image count {} is below 0", epoch_loss[1].item<double>()));
   }
   return epoch_loss;
 }
@@ -393,15 +391,19 @@ TrainingPosition RestoreCheckpoint(const std::string& path, const CheckpointIden
 
 void CheckPositionFits(const TrainingPosition& position, const EpochShape& epoch, const std::string& path) {
   const auto refuse = [&](const char* field, int64_t value, int64_t limit, const char* what) {
-    throw BadInputError(fmt::format("{}: its position field '{}' is {}, above this run's {} {} (unless the data set "
+    throw Altered(path, fmt::format("its position field '{}' is {}, above this run's {} {} (unless the data set "
                                     "changed since it was written)",
-                                    Altered(path), field, value, limit, what));
+                                    field, value, limit, what));
   };
-  if (position.epoch_steps > epoch.steps) refuse("epoch_steps", position.epoch_steps, epoch.steps, "optimizer steps per epoch");
+  if (position.epoch_steps > epoch.steps) {
+    refuse("epoch_steps", position.epoch_steps, epoch.steps, "optimizer steps per epoch");
+  }
   if (position.micro_batches > epoch.micro_batches) {
     refuse("micro_batches", position.micro_batches, epoch.micro_batches, "micro-batches per epoch of this rank");
   }
-  if (position.images_seen > epoch.images) refuse("images_seen", position.images_seen, epoch.images, "images per epoch of this rank");
+  if (position.images_seen > epoch.images) {
+    refuse("images_seen", position.images_seen, epoch.images, "images per epoch of this rank");
+  }
   // Every finished epoch took epoch.steps steps: the step count is at most all of them (a bound
   // past int64 holds for every step count).
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();

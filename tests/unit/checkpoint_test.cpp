@@ -316,7 +316,7 @@ TEST_F(ForgedCheckpoint, AnExtraOrMissingTensorIsRefusedAsLoadStateDictStrictWou
   Forge([](nlohmann::json&, c10::impl::GenericDict& payload) {
     c10::impl::GenericDict parameters = payload.at("parameters").toGenericDict();
     const c10::IValue first = parameters.begin()->key();
-    parameters.erase(first);
+    ASSERT_EQ(parameters.erase(first), 1u);
   });
   EXPECT_TRUE(Contains(Refusal(), "has no parameter")) << Refusal();
 }
