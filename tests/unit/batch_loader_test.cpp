@@ -118,30 +118,33 @@ int64_t VirtualMemoryBytes() {
   return -1;
 }
 
-// In a child process with address space left for two more 8 MiB thread stacks, the third thread
-// cannot start: the loader joins the two it started and throws mgpu::Error (exit code 1) naming
-// --num-workers, where a joinable std::thread destroyed with the half-made loader would abort.
+// Leaves this process address space for two more 8 MiB thread stacks, starts a loader of 64
+// threads and exits 0 after mgpu::Error with exit code 1 (its message on stderr), else 1.
+[[noreturn]] void StartLoaderWithRoomForTwoThreads(const ImageDataset& ds) {
+  constexpr int64_t kStack = int64_t{8} << 20;
+  pthread_attr_t attributes;
+  pthread_attr_init(&attributes);
+  pthread_attr_setstacksize(&attributes, kStack);
+  pthread_setattr_default_np(&attributes);
+  const rlim_t room = static_cast<rlim_t>(VirtualMemoryBytes() + 5 * kStack / 2);
+  const rlimit limit{room, room};
+  setrlimit(RLIMIT_AS, &limit);
+  try {
+    BatchLoader loader(ds, LoaderOptions{4, 64});
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    std::_Exit(e.code() == ExitCode::kFailure ? 0 : 1);
+  }
+  std::_Exit(1);
+}
+
+// The third thread cannot start: the loader joins the two it started and throws mgpu::Error
+// naming --num-workers, where a joinable std::thread destroyed with the half-made loader would
+// abort the process (std::terminate).
 TEST(BatchLoaderDeathTest, AThreadTheSystemRefusesIsAnErrorNamingNumWorkers) {
-  ImageDataset ds = MakeDataset(8);
-  EXPECT_EXIT(
-      {
-        constexpr int64_t kStack = int64_t{8} << 20;
-        pthread_attr_t attributes;
-        pthread_attr_init(&attributes);
-        pthread_attr_setstacksize(&attributes, kStack);
-        pthread_setattr_default_np(&attributes);
-        const rlim_t room = static_cast<rlim_t>(VirtualMemoryBytes() + 5 * kStack / 2);
-        const rlimit limit{room, room};
-        setrlimit(RLIMIT_AS, &limit);
-        try {
-          BatchLoader loader(ds, LoaderOptions{4, 64});
-        } catch (const Error& e) {
-          std::fprintf(stderr, "%s\n", e.what());
-          std::_Exit(e.code() == ExitCode::kFailure ? 0 : 1);
-        }
-        std::_Exit(1);
-      },
-      ::testing::ExitedWithCode(0), "cannot start loader thread [0-9]+ of 64 \\(--num-workers\\).*use fewer --num-workers");
+  const ImageDataset ds = MakeDataset(8);
+  EXPECT_EXIT(StartLoaderWithRoomForTwoThreads(ds), ::testing::ExitedWithCode(0),
+              "cannot start loader thread [0-9]+ of 64 \\(--num-workers\\).*use fewer --num-workers");
 }
 
 }  // namespace

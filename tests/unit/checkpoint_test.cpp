@@ -282,8 +282,8 @@ TEST_F(ForgedCheckpoint, EveryPositionAndScheduleFieldIsCheckedForItsRange) {
 TEST_F(ForgedCheckpoint, ANonFiniteWeightIsRefusedNamingTheTensor) {
   const std::string name = original_.model->named_parameters().begin()->key();
   torch::Tensor weight = StoredParameter(name).clone();
-  // The exponent bits of one float set, as a flipped byte or a forger would: infinity.
-  reinterpret_cast<uint32_t*>(weight.data_ptr<float>())[0] |= 0x7f800000u;
+  // One float's bits rewritten to infinity's (all exponent bits set, no mantissa).
+  reinterpret_cast<uint32_t*>(weight.data_ptr<float>())[0] = 0x7f800000u;
   ASSERT_TRUE(std::isinf(weight.flatten()[0].item<float>()));
   ForgeParameter(name, weight);
   const std::string message = Refusal();
