@@ -533,9 +533,11 @@ const OptionSpec* FindTrainOption(const std::string& key) {
 
 namespace {
 
-// What `spec` accepts, for an error about a value of the wrong shape.
+// What `spec` accepts, for an error about a value of the wrong shape: "a single value (an integer)".
 std::string ExpectedValue(const OptionSpec& spec) {
-  return spec.choices.empty() ? spec.value_type : fmt::format("one of: {}", fmt::join(spec.choices, ", "));
+  const std::string single = OptionSpec{}.value_type;
+  if (!spec.choices.empty()) return fmt::format("{} (one of: {})", single, fmt::join(spec.choices, ", "));
+  return spec.value_type == single ? single : fmt::format("{} ({})", single, spec.value_type);
 }
 
 YAML::Node LoadYamlFile(const std::string& path) {

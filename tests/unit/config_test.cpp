@@ -88,11 +88,11 @@ TEST(TrainConfig, AListOrMappingWhereAValueGoesNamesFileKeyLineAndTheTypeExpecte
   TempDir dir;
   WriteBytes(dir / "list.yaml", "model: lenet\nepochs: [1, 2]\n");
   std::string message = YamlError(dir / "list.yaml");
-  EXPECT_TRUE(Contains(message, dir / "list.yaml:2: key 'epochs' needs an integer, not a list")) << message;
+  EXPECT_TRUE(Contains(message, dir / "list.yaml:2: key 'epochs' needs a single value (an integer), not a list")) << message;
 
   WriteBytes(dir / "map.yaml", "optimizer:\n  kind: sgd\n");
   message = YamlError(dir / "map.yaml");
-  EXPECT_TRUE(Contains(message, "map.yaml:1: key 'optimizer' needs one of: sgd, adam, adamw, not a mapping")) << message;
+  EXPECT_TRUE(Contains(message, "map.yaml:1: key 'optimizer' needs a single value (one of: sgd, adam, adamw), not a mapping")) << message;
 
   WriteBytes(dir / "list-key.yaml", "epochs: 1\n[lr, momentum]: 0.1\n");
   message = YamlError(dir / "list-key.yaml");
