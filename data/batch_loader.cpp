@@ -2,6 +2,11 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "common/status.h"
 
 namespace mgpu {
 namespace {
@@ -36,17 +41,35 @@ BatchLoader::BatchLoader(std::shared_ptr<const SampleSource> samples, LoaderOpti
                           task_samples_;
     capacity_ = std::max<int64_t>(1, (ahead + options_.batch_size - 1) / options_.batch_size);
   }
-  for (int i = 0; i < options_.num_workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  StartWorkers();
 }
 
-BatchLoader::~BatchLoader() {
+void BatchLoader::StartWorkers() {
+  try {
+    for (int i = 0; i < options_.num_workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  } catch (const std::system_error& e) {
+    // The threads already started must be joined: a joinable std::thread destroyed with the
+    // half-made loader would call std::terminate.
+    const size_t started = workers_.size();
+    StopWorkers();
+    throw Error(ExitCode::kFailure,
+                fmt::format("cannot start loader thread {} of {} (--num-workers): {}; the system refuses more "
+                            "threads (see `ulimit -u` and the container's pids limit): use fewer --num-workers",
+                            started + 1, options_.num_workers, e.what()));
+  }
+}
+
+void BatchLoader::StopWorkers() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
   work_available_.notify_all();
   for (auto& worker : workers_) worker.join();
+  workers_.clear();
 }
+
+BatchLoader::~BatchLoader() { StopWorkers(); }
 
 void BatchLoader::StartEpoch(std::vector<int64_t> indices, int64_t epoch) {
   {

@@ -52,7 +52,8 @@ struct Batch {
 class BatchLoader {
  public:
   // `dataset` must outlive the loader. Throws std::invalid_argument for batch_size < 1 or
-  // num_workers < 0.
+  // num_workers < 0, and mgpu::Error (exit code 1) naming --num-workers when the system refuses
+  // to start a worker thread (none is left running).
   BatchLoader(const ImageDataset& dataset, LoaderOptions options);
   // Batches of `samples`' pixels; options.augmentation must be nullptr (the source transforms).
   BatchLoader(std::shared_ptr<const SampleSource> samples, LoaderOptions options);
@@ -83,6 +84,8 @@ class BatchLoader {
   // Loads and normalizes the batch's samples [begin, end) into it.
   void Fill(const std::vector<int64_t>& indices, int64_t epoch, Batch& batch, int64_t begin, int64_t end) const;
   void WorkerLoop();
+  void StartWorkers();  // options_.num_workers threads, or none and mgpu::Error
+  void StopWorkers();   // joins every worker thread
 
   const std::shared_ptr<const SampleSource> samples_;
   const LoaderOptions options_;

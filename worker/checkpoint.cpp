@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -95,22 +96,54 @@ c10::IValue TensorDict(const torch::OrderedDict<std::string, torch::Tensor>& nam
   return dict;
 }
 
-// Copies the payload's tensors into the module's tensors of the same names.
-void LoadNamed(const c10::impl::GenericDict& stored, const torch::OrderedDict<std::string, torch::Tensor>& into,
-               const std::string& what, const std::string& path) {
-  torch::NoGradGuard no_grad;
-  for (const auto& item : into) {
+// The error for a value no run writes: its checksum held, so the file was rewritten.
+BadInputError Altered(const std::string& path, const std::string& what) {
+  return BadInputError(fmt::format("checkpoint {}: {}; no run writes that (the file was changed and its checksum "
+                                   "recomputed, or written by another program): resume from another checkpoint "
+                                   "(e.g. an earlier step-N.ckpt in the same folder) or start without --resume",
+                                   path, what));
+}
+
+// `stored` against the tensor the run has in its place: shape and dtype as the run's, and finite.
+void CheckTensor(const torch::Tensor& stored, const torch::Tensor& expected, const std::string& what,
+                 const std::string& path) {
+  if (!stored.defined()) throw BadInputError(fmt::format("checkpoint {} has no {}", path, what));
+  if (stored.sizes() != expected.sizes() || stored.scalar_type() != expected.scalar_type()) {
+    throw BadInputError(fmt::format("checkpoint {}: {} is {} of shape [{}], this run's is {} of shape [{}]", path,
+                                    what, c10::toString(stored.scalar_type()), fmt::join(stored.sizes(), "x"),
+                                    c10::toString(expected.scalar_type()), fmt::join(expected.sizes(), "x")));
+  }
+  if (stored.is_floating_point() && !torch::isfinite(stored).all().item<bool>()) {
+    throw Altered(path, fmt::format("{} has non-finite values (NaN or infinity)", what));
+  }
+}
+
+// The payload's tensors by name against the module's, as load_state_dict(strict=True) compares
+// them (no name missing, none extra, same shapes), and also dtypes and finiteness.
+void CheckNamed(const c10::IValue& stored_value, const torch::OrderedDict<std::string, torch::Tensor>& expected,
+                const std::string& what, const std::string& path) {
+  const c10::impl::GenericDict stored = stored_value.toGenericDict();
+  for (const auto& entry : stored) {
+    if (!entry.key().isString() || !expected.contains(entry.key().toStringRef())) {
+      throw BadInputError(fmt::format("checkpoint {} has a {} '{}' that this model does not have (another model's "
+                                      "checkpoint?)",
+                                      path, what, entry.key().isString() ? entry.key().toStringRef() : "?"));
+    }
+  }
+  for (const auto& item : expected) {
     const auto found = stored.find(item.key());
     if (found == stored.end()) {
       throw BadInputError(fmt::format("checkpoint {} has no {} '{}'", path, what, item.key()));
     }
-    const torch::Tensor value = found->value().toTensor();
-    if (value.sizes() != item.value().sizes()) {
-      throw BadInputError(fmt::format("checkpoint {}: {} '{}' has shape {}, the model's {}", path, what, item.key(),
-                                      fmt::join(value.sizes(), "x"), fmt::join(item.value().sizes(), "x")));
-    }
-    item.value().copy_(value);
+    CheckTensor(found->value().toTensor(), item.value(), fmt::format("{} '{}'", what, item.key()), path);
   }
+}
+
+// Copies the payload's tensors into the module's tensors of the same names (checked by CheckNamed).
+void LoadNamed(const c10::IValue& stored, const torch::OrderedDict<std::string, torch::Tensor>& into) {
+  torch::NoGradGuard no_grad;
+  const c10::impl::GenericDict dict = stored.toGenericDict();
+  for (const auto& item : into) item.value().copy_(dict.at(item.key()).toTensor());
 }
 
 std::vector<torch::Tensor> TensorsOf(const c10::IValue& list) {
@@ -123,6 +156,120 @@ c10::IValue ListOf(const std::vector<torch::Tensor>& tensors) {
   c10::impl::GenericList list(c10::AnyType::get());
   for (const auto& t : tensors) list.push_back(t.defined() ? c10::IValue(t.detach().cpu()) : c10::IValue());
   return list;
+}
+
+// Optimizer state: per parameter, FusedOptimizer::StateTensors' five slots (step count, two
+// moments, momentum buffer, master weight), each absent (not yet stepped) or as this run keeps it.
+void CheckOptimizerState(const std::vector<torch::Tensor>& stored, FusedOptimizer& optimizer,
+                         const std::string& path) {
+  const std::vector<torch::Tensor> expected = optimizer.StateTensors();
+  const std::vector<torch::Tensor>& stepped = optimizer.stepped_parameters();
+  constexpr size_t kSlots = 5;
+  if (stored.size() != expected.size()) {
+    throw BadInputError(fmt::format("checkpoint {}: its optimizer state holds {} tensors, this run's {} ({} per "
+                                    "parameter); the checkpoint is from another model or optimizer",
+                                    path, stored.size(), expected.size(), kSlots));
+  }
+  static const char* const kSlotNames[kSlots] = {"step count", "first moment", "second moment", "momentum buffer",
+                                                 "master weight"};
+  const torch::Tensor step_count = torch::zeros({}, torch::kFloat32);
+  for (size_t i = 0; i < stored.size(); ++i) {
+    const size_t parameter = i / kSlots;
+    const size_t slot = i % kSlots;
+    if (!stored[i].defined()) continue;
+    const std::string what = fmt::format("the optimizer's {} of parameter {}", kSlotNames[slot], parameter);
+    if (slot == 4 && !expected[i].defined()) {
+      throw BadInputError(fmt::format("checkpoint {}: {} is stored, but this run keeps none", path, what));
+    }
+    CheckTensor(stored[i], slot == 0 ? step_count : stepped[parameter], what, path);
+    if (slot == 0 && stored[i].item<double>() < 0) {
+      throw Altered(path, fmt::format("{} is {}, below 0", what, stored[i].item<double>()));
+    }
+  }
+}
+
+// Loss scaler: scale (float, finite; backing off may round it to 0), growth tracker (int) and
+// skipped steps (long), each >= 0.
+void CheckScalerState(const std::vector<torch::Tensor>& stored, GradScaler& scaler, const std::string& path) {
+  const std::vector<torch::Tensor> expected = scaler.StateTensors();
+  static const char* const kNames[] = {"loss scale", "loss scaler's growth tracker", "loss scaler's skipped steps"};
+  if (stored.size() != expected.size()) {
+    throw BadInputError(fmt::format("checkpoint {}: its loss scaler state holds {} tensors, expected {} (scale, "
+                                    "growth tracker, skipped steps)",
+                                    path, stored.size(), expected.size()));
+  }
+  for (size_t i = 0; i < stored.size(); ++i) {
+    CheckTensor(stored[i], expected[i], kNames[i], path);
+    const double value = stored[i].item<double>();
+    if (value < 0) throw Altered(path, fmt::format("the {} is {}, below 0", kNames[i], value));
+  }
+}
+
+// `object[field]` as an integer in [low, high]; else BadInputError naming the section and field.
+int64_t IntegerField(const nlohmann::json& object, const char* section, const char* field, int64_t low,
+                     int64_t high, const std::string& path) {
+  const nlohmann::json& value = object.at(field);
+  // JSON numbers >= 0 parse as unsigned, and one past int64's range must not wrap.
+  const bool fits =
+      value.is_number_integer() &&
+      (value.is_number_unsigned() ? value.get<uint64_t>() <= static_cast<uint64_t>(high) &&
+                                        (low <= 0 || value.get<uint64_t>() >= static_cast<uint64_t>(low))
+                                  : value.get<int64_t>() >= low && value.get<int64_t>() <= high);
+  if (!fits) {
+    throw Altered(path, fmt::format("its {} field '{}' is {}, outside the allowed {}", section,
+                                    field, value.dump(),
+                                    high == std::numeric_limits<int64_t>::max()
+                                        ? fmt::format("integers >= {}", low)
+                                        : fmt::format("integers {}..{}", low, high)));
+  }
+  return value.get<int64_t>();
+}
+
+// The header's position, each field in range, and the epoch's steps within the run's.
+TrainingPosition ReadPosition(const nlohmann::json& header, const std::string& path) {
+  constexpr int64_t kAny = std::numeric_limits<int64_t>::max();
+  const nlohmann::json& at = header.at("position");
+  TrainingPosition position;
+  position.epoch = IntegerField(at, "position", "epoch", 0, kAny, path);
+  position.step = IntegerField(at, "position", "step", 0, kAny, path);
+  position.epoch_steps = IntegerField(at, "position", "epoch_steps", 0, position.step, path);
+  position.micro_batches = IntegerField(at, "position", "micro_batches", position.epoch_steps, kAny, path);
+  position.images_seen = IntegerField(at, "position", "images_seen", 0, kAny, path);
+  position.epochs_detail = header.at("epochs_detail");
+  const bool detail_ok = position.epochs_detail.is_array() &&
+                         std::all_of(position.epochs_detail.begin(), position.epochs_detail.end(),
+                                     [](const nlohmann::json& epoch) { return epoch.is_object(); });
+  if (!detail_ok) {
+    throw Altered(path, "its 'epochs_detail' is not a list of epoch records");
+  }
+  return position;
+}
+
+LrScheduler::State ReadSchedule(const nlohmann::json& header, const std::string& path) {
+  constexpr int64_t kAny = std::numeric_limits<int64_t>::max();
+  const nlohmann::json& schedule = header.at("scheduler");
+  LrScheduler::State state;
+  state.steps = IntegerField(schedule, "scheduler", "steps", 0, kAny, path);
+  state.epochs = IntegerField(schedule, "scheduler", "epochs", 0, kAny, path);
+  state.bad_epochs = IntegerField(schedule, "scheduler", "bad_epochs", 0, kAny, path);
+  state.lr = schedule.at("lr").get<double>();
+  state.best = schedule.at("best").is_null() ? std::numeric_limits<double>::infinity()
+                                             : schedule.at("best").get<double>();
+  if (!std::isfinite(state.lr) || state.lr < 0 || std::isnan(state.best)) {
+    throw Altered(path, fmt::format("its scheduler's lr {} (a finite number >= 0) or best loss {} is out of range",
+                                    schedule.at("lr").dump(), schedule.at("best").dump()));
+  }
+  return state;
+}
+
+// The epoch's running loss: () double sums of loss x images and of images, finite, images >= 0.
+torch::Tensor ReadEpochLoss(const c10::impl::GenericDict& payload, const std::string& path) {
+  const torch::Tensor epoch_loss = payload.at("epoch_loss").toTensor();
+  CheckTensor(epoch_loss, torch::zeros({2}, torch::kDouble), "the epoch's running loss", path);
+  if (epoch_loss[1].item<double>() < 0) {
+    throw Altered(path, fmt::format("the epoch's image count {} is below 0", epoch_loss[1].item<double>()));
+  }
+  return epoch_loss;
 }
 
 }  // namespace
@@ -201,28 +348,29 @@ std::string ResolveResumePath(const std::string& given) {
 
 TrainingPosition RestoreCheckpoint(const std::string& path, const CheckpointIdentity& expected, TrainingParts& parts) {
   const CheckpointFileContents contents = DecodeCheckpointFile(ReadFile(path), path);
-  // Past the checksum the file is as written; a failure here means another writer's format.
+  // Past the checksum the file is as written, or rewritten with its checksum recomputed: every
+  // field and tensor is checked before anything is loaded into the run.
   try {
     const nlohmann::json header = nlohmann::json::parse(contents.header);
     CheckIdentity(header.at("identity"), expected, path);
+    TrainingPosition position = ReadPosition(header, path);
+    const LrScheduler::State schedule = ReadSchedule(header, path);
     const c10::IValue loaded = torch::pickle_load(std::vector<char>(contents.payload.begin(), contents.payload.end()));
     const c10::impl::GenericDict payload = loaded.toGenericDict();
-    LoadNamed(payload.at("parameters").toGenericDict(), parts.model.named_parameters(), "parameter", path);
-    LoadNamed(payload.at("buffers").toGenericDict(), parts.model.named_buffers(), "buffer", path);
-    parts.optimizer.LoadStateTensors(TensorsOf(payload.at("optimizer")));
-    parts.scaler.LoadStateTensors(TensorsOf(payload.at("scaler")));
+    CheckNamed(payload.at("parameters"), parts.model.named_parameters(), "parameter", path);
+    CheckNamed(payload.at("buffers"), parts.model.named_buffers(), "buffer", path);
+    const std::vector<torch::Tensor> optimizer_state = TensorsOf(payload.at("optimizer"));
+    CheckOptimizerState(optimizer_state, parts.optimizer, path);
+    const std::vector<torch::Tensor> scaler_state = TensorsOf(payload.at("scaler"));
+    CheckScalerState(scaler_state, parts.scaler, path);
+    const torch::Tensor epoch_loss = ReadEpochLoss(payload, path).to(parts.device);  // (2) double
 
-    const nlohmann::json& schedule = header.at("scheduler");
-    LrScheduler::State state;
-    state.steps = schedule.at("steps").get<int64_t>();
-    state.epochs = schedule.at("epochs").get<int64_t>();
-    state.lr = schedule.at("lr").get<double>();
-    state.best = schedule.at("best").is_null() ? std::numeric_limits<double>::infinity()
-                                               : schedule.at("best").get<double>();
-    state.bad_epochs = schedule.at("bad_epochs").get<int64_t>();
-    parts.scheduler.Restore(state);
-    parts.optimizer.set_lr(state.lr);
-
+    LoadNamed(payload.at("parameters"), parts.model.named_parameters());
+    LoadNamed(payload.at("buffers"), parts.model.named_buffers());
+    parts.optimizer.LoadStateTensors(optimizer_state);
+    parts.scaler.LoadStateTensors(scaler_state);
+    parts.scheduler.Restore(schedule);
+    parts.optimizer.set_lr(schedule.lr);
     SetCpuGeneratorState(payload.at("rng_cpu").toTensor());
 #ifdef MGPU_WITH_CUDA
     if (parts.device.is_cuda() && payload.contains("rng_cuda")) {
@@ -231,24 +379,37 @@ TrainingPosition RestoreCheckpoint(const std::string& path, const CheckpointIden
       generator.set_state(payload.at("rng_cuda").toTensor());
     }
 #endif
-
-    const nlohmann::json& at = header.at("position");
-    TrainingPosition position;
-    position.epoch = at.at("epoch").get<int64_t>();
-    position.step = at.at("step").get<int64_t>();
-    position.epoch_steps = at.at("epoch_steps").get<int64_t>();
-    position.micro_batches = at.at("micro_batches").get<int64_t>();
-    position.images_seen = at.at("images_seen").get<int64_t>();
-    const torch::Tensor epoch_loss = payload.at("epoch_loss").toTensor().to(parts.device);  // (2) double
     position.loss_sum = epoch_loss[0].clone();
     position.loss_images = epoch_loss[1].clone();
-    position.epochs_detail = header.at("epochs_detail");
     return position;
   } catch (const nlohmann::json::exception& e) {
     throw BadInputError(fmt::format("checkpoint {}: its header is not an mgpu checkpoint's: {}", path, e.what()));
   } catch (const c10::Error& e) {
     throw BadInputError(fmt::format("checkpoint {}: its tensors cannot be loaded: {}", path, e.what_without_backtrace()));
   }
+}
+
+void CheckPositionFits(const TrainingPosition& position, const EpochShape& epoch, const std::string& path) {
+  const auto refuse = [&](const char* field, int64_t value, int64_t limit, const char* what) {
+    throw Altered(path, fmt::format("its position field '{}' is {}, above this run's {} {} (unless the data set "
+                                    "changed since it was written)",
+                                    field, value, limit, what));
+  };
+  if (position.epoch_steps > epoch.steps) {
+    refuse("epoch_steps", position.epoch_steps, epoch.steps, "optimizer steps per epoch");
+  }
+  if (position.micro_batches > epoch.micro_batches) {
+    refuse("micro_batches", position.micro_batches, epoch.micro_batches, "micro-batches per epoch of this rank");
+  }
+  if (position.images_seen > epoch.images) {
+    refuse("images_seen", position.images_seen, epoch.images, "images per epoch of this rank");
+  }
+  // Every finished epoch took epoch.steps steps: the step count is at most all of them (a bound
+  // past int64 holds for every step count).
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  if (epoch.steps > 0 && position.epoch > (kMax - position.epoch_steps) / epoch.steps) return;
+  const int64_t most_steps = position.epoch * epoch.steps + position.epoch_steps;
+  if (position.step > most_steps) refuse("step", position.step, most_steps, "steps (of its epochs so far)");
 }
 
 CheckpointWriter::CheckpointWriter(std::string folder, int64_t every, bool writes)

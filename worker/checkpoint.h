@@ -72,8 +72,23 @@ std::string ResolveResumePath(const std::string& given);
 
 // Reads `path`, checks it against `expected`, loads the tensors into `parts` and returns the
 // position (loss sums on parts.device). Throws BadInputError naming the path and what is wrong:
-// unreadable, truncated, corrupt, or a mismatching identity field.
+// unreadable, truncated, corrupt, or a mismatching identity field. A file whose checksum holds
+// may still have been rewritten, so before anything is loaded every header field is checked
+// against its range (the position's counts >= 0 and consistent, the schedule's lr finite), and
+// every tensor against the run's (names as load_state_dict(strict=True) compares them, shapes,
+// dtypes, finite values); the error names the field or tensor.
 TrainingPosition RestoreCheckpoint(const std::string& path, const CheckpointIdentity& expected, TrainingParts& parts);
+
+// One epoch of the run as one rank takes it.
+struct EpochShape {
+  int64_t images = 0;         // this rank's shard of the training set
+  int64_t micro_batches = 0;  // of this rank
+  int64_t steps = 0;          // optimizer steps
+};
+
+// Throws BadInputError naming `path` and the field when a restored `position` lies outside an
+// epoch of this shape (more steps, micro-batches or images done than the epoch has).
+void CheckPositionFits(const TrainingPosition& position, const EpochShape& epoch, const std::string& path);
 
 // When and where checkpoints go: <folder>/step-<N>.ckpt, then latest.ckpt pointing at the same
 // bytes, each replaced atomically.

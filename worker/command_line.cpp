@@ -1,5 +1,7 @@
 #include "worker/command_line.h"
 
+#include <algorithm>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -22,6 +24,16 @@ std::string UnexpectedArgumentsMessage(const std::vector<std::string>& extras) {
   }
   return fmt::format("unexpected argument '{}': every value follows its flag (--name value); run "
                      "`mgpu-worker --help` for the options", extras.front());
+}
+
+// `--` ends the options; what follows would be positional arguments, which mgpu-worker has none
+// of (CLI11 would pass them on as unknown, and they would be named as misspelt flags).
+void RefuseArgumentsAfterDoubleDash(const std::vector<std::string>& args) {
+  const auto dashes = std::find(args.begin(), args.end(), "--");
+  if (dashes == args.end() || dashes + 1 == args.end()) return;
+  throw BadInputError(fmt::format("'{}' follows `--`, after which arguments are not options, and mgpu-worker takes "
+                                  "no other arguments; remove the `--` (every value follows its flag: --name value)",
+                                  *(dashes + 1)));
 }
 
 }  // namespace
@@ -49,6 +61,7 @@ std::optional<TrainConfig> ParseWorkerCommandLine(const std::vector<std::string>
   }
   // Unknown arguments are collected rather than refused by CLI11, to name the flag meant.
   app.allow_extras();
+  RefuseArgumentsAfterDoubleDash(args);
   try {
     // CLI11 takes the arguments in reverse order.
     std::vector<std::string> reversed(args.rbegin(), args.rend());

@@ -5,12 +5,15 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <map>
+#include <thread>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include "amp/grad_scaler.h"
 #include "amp/precision.h"
+#include "common/files.h"
 #include "common/status.h"
 #include "data/augment.h"
 #include "data/datasets.h"
@@ -120,6 +123,7 @@ OptionSpec IntOption(std::string name, std::vector<std::string> aliases, int64_t
   spec.name = std::move(name);
   spec.aliases = std::move(aliases);
   spec.help = std::move(help);
+  spec.value_type = "an integer";
   spec.set = [field, min_value](TrainConfig& c, const std::string& t) { c.*field = ParseInt(t, min_value); };
   spec.get = [field, min_value](const TrainConfig& c) {
     return min_value == -1 && c.*field == -1 ? std::string("auto") : std::to_string(c.*field);
@@ -142,6 +146,7 @@ OptionSpec DoubleOption(std::string name, double TrainConfig::*field, bool allow
   OptionSpec spec;
   spec.name = std::move(name);
   spec.help = std::move(help);
+  spec.value_type = "a number";
   spec.set = [field, allow_zero](TrainConfig& c, const std::string& t) {
     c.*field = ParsePositiveDouble(t, allow_zero);
   };
@@ -224,6 +229,7 @@ std::vector<OptionSpec> BuildOptions() {
     OptionSpec scale;
     scale.name = "affine-scale";
     scale.help = "affine: scale factor drawn from lo,hi";
+    scale.value_type = "a range lo,hi";
     scale.set = [](TrainConfig& c, const std::string& t) {
       const size_t comma = t.find(',');
       if (comma == std::string::npos) {
@@ -266,6 +272,7 @@ std::vector<OptionSpec> BuildOptions() {
     OptionSpec milestones;
     milestones.name = "milestones";
     milestones.help = "multistep: epochs at which the lr is multiplied by --gamma, e.g. 30,60";
+    milestones.value_type = "epochs separated by commas in one value (e.g. 30,60)";
     milestones.set = [](TrainConfig& c, const std::string& t) {
       std::vector<int64_t> epochs;  // "" (as config.yaml writes none) means none
       for (size_t begin = 0; !t.empty() && begin <= t.size();) {
@@ -300,6 +307,7 @@ std::vector<OptionSpec> BuildOptions() {
     OptionSpec seed;
     seed.name = "seed";
     seed.help = "random seed (model initialization and shuffling)";
+    seed.value_type = "an integer";
     seed.set = [](TrainConfig& c, const std::string& t) { c.seed = static_cast<uint64_t>(ParseInt(t, 0)); };
     seed.get = [](const TrainConfig& c) { return std::to_string(c.seed); };
     o.push_back(seed);
@@ -530,24 +538,51 @@ const OptionSpec* FindTrainOption(const std::string& key) {
   return nullptr;
 }
 
-void ApplyYamlFile(TrainConfig& config, const std::string& path) {
-  YAML::Node root;
+namespace {
+
+// What `spec` accepts, for an error about a value of the wrong shape: "a single value (an integer)".
+std::string ExpectedValue(const OptionSpec& spec) {
+  const std::string single = OptionSpec{}.value_type;
+  if (!spec.choices.empty()) return fmt::format("{} (one of: {})", single, fmt::join(spec.choices, ", "));
+  return spec.value_type == single ? single : fmt::format("{} ({})", single, spec.value_type);
+}
+
+YAML::Node LoadYamlFile(const std::string& path) {
+  // A folder opens as a stream on Linux and fails only when read, as "basic_filebuf::underflow".
+  if (IsDirectory(path)) {
+    throw BadInputError(fmt::format("config file {} is a folder; give the YAML file in it, e.g. {}/config.yaml",
+                                    path, path));
+  }
   try {
-    root = YAML::LoadFile(path);
+    return YAML::LoadFile(path);
   } catch (const YAML::BadFile&) {
     throw BadInputError(fmt::format("config file {} cannot be read; check the path", path));
   } catch (const YAML::Exception& e) {
     throw BadInputError(fmt::format("config file {}:{}:{}: not valid YAML: {}", path,
                                     e.mark.line + 1, e.mark.column + 1, e.msg));
+  } catch (const std::exception& e) {
+    throw BadInputError(fmt::format("config file {} cannot be read: {}", path, e.what()));
   }
+}
+
+}  // namespace
+
+void ApplyYamlFile(TrainConfig& config, const std::string& path) {
+  const YAML::Node root = LoadYamlFile(path);
   if (root.IsNull()) return;
   if (!root.IsMap()) {
     throw BadInputError(fmt::format("config file {}: expected a mapping of option names to values "
                                     "(e.g. `batch-size: 64`)", path));
   }
+  // yaml-cpp keeps every entry of a repeated key; the option each entry set first, with its line.
+  std::map<const OptionSpec*, std::pair<std::string, int>> first_set;
   for (const auto& entry : root) {
-    const std::string key = entry.first.as<std::string>();
     const int line = entry.first.Mark().line + 1;
+    if (!entry.first.IsScalar()) {
+      throw BadInputError(fmt::format("config file {}:{}: a key must be an option name, not a list or mapping "
+                                      "(e.g. `batch-size: 64`)", path, line));
+    }
+    const std::string key = entry.first.Scalar();
     const OptionSpec* spec = FindTrainOption(key);
     if (spec == nullptr) {
       const std::string suggestion = ClosestOptionName(key);
@@ -555,9 +590,15 @@ void ApplyYamlFile(TrainConfig& config, const std::string& path) {
           "config file {}:{}: unknown key '{}'{}; run `mgpu-worker --help` for the list of options",
           path, line, key, suggestion.empty() ? "" : "; did you mean '" + suggestion + "'?"));
     }
+    if (const auto [first, inserted] = first_set.emplace(spec, std::make_pair(key, line)); !inserted) {
+      throw BadInputError(fmt::format("config file {}:{}: key '{}' sets option '{}' again, already set by '{}' on "
+                                      "line {}; keep one of them",
+                                      path, line, key, spec->name, first->second.first, first->second.second));
+    }
     if (!entry.second.IsScalar()) {
-      throw BadInputError(fmt::format("config file {}:{}: key '{}' needs a single value, not a "
-                                      "list or mapping", path, line, key));
+      const char* given = entry.second.IsSequence() ? "a list" : entry.second.IsMap() ? "a mapping" : "no value";
+      throw BadInputError(fmt::format("config file {}:{}: key '{}' needs {}, not {}", path, line, key,
+                                      ExpectedValue(*spec), given));
     }
     try {
       spec->set(config, entry.second.Scalar());
@@ -688,9 +729,49 @@ void ValidateSpeedOptions(const TrainConfig& config, const Augmentation& augment
   }
 }
 
+// Thread counts past what can help: --num-workers 100000 ran out of threads mid-start and
+// --threads 100000 spent minutes starting OpenMP threads.
+void ValidateThreadCounts(const TrainConfig& config) {
+  if (config.num_workers > kMaxLoaderThreads) {
+    throw BadInputError(fmt::format("--num-workers {} is above the limit of {} loader threads; more only add memory "
+                                    "and thread starts (a few per core is plenty, e.g. --num-workers {})",
+                                    config.num_workers, kMaxLoaderThreads,
+                                    std::min<int64_t>(kMaxLoaderThreads, 2 * MaxIntraOpThreads())));
+  }
+  if (config.threads > MaxIntraOpThreads()) {
+    throw BadInputError(fmt::format("--threads {} is above this machine's {} hardware threads; more intra-op threads "
+                                    "only oversubscribe the cores (use at most --threads {}, or 0 for LibTorch's "
+                                    "default)",
+                                    config.threads, MaxIntraOpThreads(), MaxIntraOpThreads()));
+  }
+}
+
+// --out must be a folder or name one that can be made: neither it nor a folder above it a file.
+void ValidateOutputFolder(const std::string& out) {
+  std::string existing = out;
+  while (!existing.empty() && !PathExists(existing)) {
+    while (existing.size() > 1 && existing.back() == '/') existing.pop_back();
+    const size_t slash = existing.rfind('/');
+    existing = slash == std::string::npos ? "" : existing.substr(0, std::max<size_t>(slash, 1));
+  }
+  if (existing.empty() || IsDirectory(existing)) return;
+  throw BadInputError(existing == out
+                          ? fmt::format("--out {} is an existing file, not a folder; give a folder (it is made if "
+                                        "missing)", out)
+                          : fmt::format("--out {}: {} is a file, so no folder can be made under it; give another "
+                                        "folder", out, existing));
+}
+
 }  // namespace
 
+int64_t MaxIntraOpThreads() {
+  const unsigned hardware = std::thread::hardware_concurrency();
+  return hardware == 0 ? 256 : static_cast<int64_t>(hardware);
+}
+
 void ValidateConfig(const TrainConfig& config) {
+  ValidateThreadCounts(config);
+  if (!config.out.empty()) ValidateOutputFolder(config.out);
   if (config.device != "auto" && config.device != "cpu" && config.device != "cuda" &&
       config.device.rfind("cuda:", 0) != 0) {
     throw BadInputError(fmt::format("--device '{}' is not one of: auto, cpu, cuda, cuda:K",

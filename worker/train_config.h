@@ -21,6 +21,16 @@ namespace mgpu {
 // In --checkpoint's folder: the run's output folder.
 inline constexpr char kOutputFolderPlaceholder[] = "{out}";
 
+// --num-workers' bound. Loader threads mostly wait on file reads, so more of them than cores can
+// help; past a few hundred they only add memory (each holds prefetched samples) and thread starts
+// that a container's pids limit may refuse. A fixed bound keeps a config valid on every host.
+inline constexpr int64_t kMaxLoaderThreads = 256;
+
+// --threads' bound: this host's hardware threads (std::thread::hardware_concurrency; 256 where
+// unknown). Intra-op threads compute; more of them than hardware threads only oversubscribe the
+// cores, and OpenMP's spinning threads then slow every kernel and start ever more slowly.
+int64_t MaxIntraOpThreads();
+
 struct TrainConfig {
   std::string config_file;  // the YAML file the values came from, if any
 
@@ -28,7 +38,7 @@ struct TrainConfig {
   std::string model = "lenet";
   std::string dataset = "fashion-mnist";
   std::string data_dir;     // empty: the data set's default folder
-  int64_t num_workers = 0;  // loader threads; 0 builds batches on the training thread
+  int64_t num_workers = 0;  // loader threads; 0 builds batches on the training thread; <= kMaxLoaderThreads
   int64_t image_size = 64;  // imagefolder: images are resized to this side; synthetic: the side
   std::string on_bad_image = "fail";  // imagefolder, webdataset: fail | skip
   std::string data_loading = "auto";  // auto | memory | stream (data/datasets.h: OpenDataset)
@@ -84,7 +94,7 @@ struct TrainConfig {
   bool cuda_graphs = false;     // worker/graphed_step.h
   bool channels_last = false;   // models/memory_format.h
   bool data_on_device = false;  // data/device_resident_batches.h
-  int64_t threads = 0;          // intra-op CPU threads; 0: LibTorch's default
+  int64_t threads = 0;          // intra-op CPU threads; 0: LibTorch's default; <= MaxIntraOpThreads()
   int64_t eval_batch_size = 1000;
 
   // Checkpoints (worker/checkpoint.h).
@@ -156,6 +166,8 @@ struct OptionSpec {
   std::vector<std::string> aliases;  // e.g. "batch_size"
   std::string help;
   std::vector<std::string> choices;  // empty: any value of the option's type
+  // What a value looks like, for errors about a value of the wrong shape (a YAML list or map).
+  std::string value_type = "a single value";
   // The value a bare flag stands for (`--amp` is `--amp true`, `--loss-scale` is `--loss-scale
   // dynamic`); empty: the flag needs a value.
   std::string flag_value;
@@ -175,7 +187,8 @@ const OptionSpec* FindTrainOption(const std::string& key);
 std::string ClosestOptionName(const std::string& key);
 
 // Applies a YAML file (a mapping of option names to scalars). Throws BadInputError naming the
-// file, line and key for unknown keys, non-scalar values and bad values.
+// file, line and key for unknown keys, non-scalar keys or values (with the type expected), bad
+// values and an option given twice (both lines); naming the file for a folder or unreadable file.
 void ApplyYamlFile(TrainConfig& config, const std::string& path);
 
 // Folds the seed scripts' spellings into the options they stand for; call once every source
@@ -192,7 +205,8 @@ void ResolveSeedSpellings(TrainConfig& config);
 // ({out} replaced, NAME defaulted); "" without --checkpoint.
 std::string CheckpointPath(const TrainConfig& config, const std::string& output_folder);
 
-// Checks relations between options (e.g. device availability is checked later, at start-up).
+// Checks relations between options and the bounds of thread counts, and that --out is not (under)
+// an existing file (device availability is checked later, at start-up).
 void ValidateConfig(const TrainConfig& config);
 
 // The data set and augmentation options of `config` (seeded with config.seed).

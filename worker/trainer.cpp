@@ -397,6 +397,7 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
   if (!config.resume.empty()) {
     const std::string path = ResolveResumePath(config.resume);
     position = RestoreCheckpoint(path, identity, parts);
+    CheckPositionFits(position, EpochShape{sampler.shard_size(), micro_batches_per_epoch, steps_per_epoch}, path);
     if (position.epoch >= config.epochs || (config.max_steps > 0 && position.step >= config.max_steps)) {
       throw BadInputError(fmt::format("--resume {}: the checkpoint is at epoch {}, step {}: nothing is left to train "
                                       "with --epochs {} --max-steps {}; raise them to train further",

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/files.h"
+#include "worker/checkpoint_file.h"
 #include "tests/support/test_support.h"
 
 namespace mgpu {
@@ -172,6 +173,17 @@ TEST_F(BadCheckpoint, AnotherModelIsExit2NamingTheField) {
 TEST_F(BadCheckpoint, AnotherBatchSizeIsExit2NamingTheField) {
   const std::string output = ResumeFrom(checkpoint_, {"--batch-size", "16"});
   EXPECT_NE(output.find("--batch-size 32"), std::string::npos) << output;
+}
+
+TEST_F(BadCheckpoint, ANegativeEpochWithItsChecksumRecomputedIsExit2NamingTheFileAndField) {
+  const std::string path = out_ / "source/checkpoints/step-3.ckpt";
+  CheckpointFileContents contents = DecodeCheckpointFile(checkpoint_, path);
+  nlohmann::json header = nlohmann::json::parse(contents.header);
+  header["position"]["epoch"] = -123456788;
+  contents.header = header.dump();
+  const std::string output = ResumeFrom(EncodeCheckpointFile(contents));
+  EXPECT_NE(output.find(out_ / "bad.ckpt"), std::string::npos) << output;
+  EXPECT_NE(output.find("position field 'epoch' is -123456788"), std::string::npos) << output;
 }
 
 TEST_F(BadCheckpoint, AMissingFileIsExit2) {

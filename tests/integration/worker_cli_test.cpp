@@ -230,6 +230,33 @@ TEST_F(WorkerCli, BadFlagsAndConfigKeysAreExitTwoBeforeTraining) {
   EXPECT_FALSE(PathExists(out_ / "z")) << "nothing is written for a run that never started";
 }
 
+TEST_F(WorkerCli, ThreadCountsPastTheirBoundsAreExitTwoBeforeAnyThreadStarts) {
+  const CommandResult workers = Train("w", {"--num-workers", "100000"});
+  EXPECT_EQ(workers.exit_code, 2) << workers.output;
+  EXPECT_NE(workers.output.find("--num-workers 100000 is above the limit of 256"), std::string::npos)
+      << workers.output;
+  const CommandResult threads = Train("t", {"--threads", "100000"});
+  EXPECT_EQ(threads.exit_code, 2) << threads.output;
+  EXPECT_NE(threads.output.find("--threads 100000 is above this machine's"), std::string::npos) << threads.output;
+}
+
+TEST_F(WorkerCli, AConfigFolderAnOutFileAndArgumentsAfterDoubleDashAreExitTwoNamingThem) {
+  const CommandResult folder = Train("c", {"--config", out_.path()});
+  EXPECT_EQ(folder.exit_code, 2) << folder.output;
+  EXPECT_NE(folder.output.find("config file " + out_.path() + " is a folder"), std::string::npos) << folder.output;
+
+  WriteBytes(out_ / "taken", "a file");
+  const CommandResult out_file = Train("taken");
+  EXPECT_EQ(out_file.exit_code, 2) << out_file.output;
+  EXPECT_NE(out_file.output.find("--out " + out_ / "taken" + " is an existing file"), std::string::npos)
+      << out_file.output;
+
+  const CommandResult dashes = Train("d", {"--", "--data-dir", data_.path()});
+  EXPECT_EQ(dashes.exit_code, 2) << dashes.output;
+  EXPECT_NE(dashes.output.find("'--data-dir' follows `--`"), std::string::npos) << dashes.output;
+  EXPECT_EQ(dashes.output.find("did you mean"), std::string::npos) << dashes.output;
+}
+
 TEST_F(WorkerCli, SingleModeRefusesAMultiRankEnvironment) {
   CommandResult result = Train("run", {}, {"RANK=0", "WORLD_SIZE=2"});
   EXPECT_EQ(result.exit_code, 2) << result.output;

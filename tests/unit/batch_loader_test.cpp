@@ -2,8 +2,16 @@
 // and are the same whatever the number of worker threads.
 #include <gtest/gtest.h>
 
-#include <numeric>
+#include <pthread.h>
+#include <sys/resource.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <numeric>
+#include <string>
+
+#include "common/status.h"
 #include "data/batch_loader.h"
 #include "data/image_dataset.h"
 #include "ddp/distributed_sampler.h"
@@ -99,6 +107,44 @@ TEST(BatchLoader, RejectsBadOptions) {
   ImageDataset ds = MakeDataset(4);
   EXPECT_THROW(BatchLoader(ds, LoaderOptions{0, 0}), std::invalid_argument);
   EXPECT_THROW(BatchLoader(ds, LoaderOptions{4, -1}), std::invalid_argument);
+}
+
+// This process's virtual memory size (VmSize), in bytes.
+int64_t VirtualMemoryBytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmSize:", 0) == 0) return std::stoll(line.substr(7)) * 1024;
+  }
+  return -1;
+}
+
+// Leaves this process address space for two more 8 MiB thread stacks, starts a loader of 64
+// threads and exits 0 after mgpu::Error with exit code 1 (its message on stderr), else 1.
+[[noreturn]] void StartLoaderWithRoomForTwoThreads(const ImageDataset& ds) {
+  constexpr int64_t kStack = int64_t{8} << 20;
+  pthread_attr_t attributes;
+  pthread_attr_init(&attributes);
+  pthread_attr_setstacksize(&attributes, kStack);
+  pthread_setattr_default_np(&attributes);
+  const rlim_t room = static_cast<rlim_t>(VirtualMemoryBytes() + 5 * kStack / 2);
+  const rlimit limit{room, room};
+  setrlimit(RLIMIT_AS, &limit);
+  try {
+    BatchLoader loader(ds, LoaderOptions{4, 64});
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    std::_Exit(e.code() == ExitCode::kFailure ? 0 : 1);
+  }
+  std::_Exit(1);
+}
+
+// The third thread cannot start: the loader joins the two it started and throws mgpu::Error
+// naming --num-workers, where a joinable std::thread destroyed with the half-made loader would
+// abort the process (std::terminate).
+TEST(BatchLoaderDeathTest, AThreadTheSystemRefusesIsAnErrorNamingNumWorkers) {
+  const ImageDataset ds = MakeDataset(8);
+  EXPECT_EXIT(StartLoaderWithRoomForTwoThreads(ds), ::testing::ExitedWithCode(0),
+              "cannot start loader thread [0-9]+ of 64 \\(--num-workers\\).*use fewer --num-workers");
 }
 
 }  // namespace

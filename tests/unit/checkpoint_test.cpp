@@ -2,6 +2,13 @@
 // is refused naming the field, and writing leaves only whole files behind.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+
 #include "amp/grad_scaler.h"
 #include "common/files.h"
 #include "common/status.h"
@@ -180,6 +187,189 @@ TEST(Checkpoint, ARunOfAnotherModelIsRefusedNamingTheField) {
   EXPECT_TRUE(Contains(message, "--model \"lenet\"")) << message;
   EXPECT_TRUE(Contains(message, "--model \"resnet18\"")) << message;
   EXPECT_TRUE(Contains(message, dir / "c.ckpt")) << message;
+}
+
+// A checkpoint of TrainedLeNet at a mid-epoch position, rewritten as a forger would: `edit`
+// changes its header or tensors, then the CRC-32C is recomputed so that the framing holds.
+class ForgedCheckpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    original_.Steps(3);
+    Write();
+  }
+  // (Re)writes the checkpoint as the run wrote it.
+  void Write() {
+    TrainingPosition position;
+    position.epoch = 1;
+    position.step = 23;
+    position.epoch_steps = 3;
+    position.micro_batches = 3;
+    position.images_seen = 12;
+    position.loss_sum = torch::tensor(6.0, torch::kDouble);
+    position.loss_images = torch::tensor(12.0, torch::kDouble);
+    auto parts = original_.Parts();
+    WriteFileAtomically(path(), SerializeCheckpoint(original_.Identity(), parts, position));
+  }
+  std::string path() const { return dir_ / "c.ckpt"; }
+
+  void Forge(const std::function<void(nlohmann::json& header, c10::impl::GenericDict& payload)>& edit) {
+    const CheckpointFileContents contents = DecodeCheckpointFile(ReadFile(path()), path());
+    nlohmann::json header = nlohmann::json::parse(contents.header);
+    const c10::IValue loaded = torch::pickle_load(std::vector<char>(contents.payload.begin(), contents.payload.end()));
+    c10::impl::GenericDict payload = loaded.toGenericDict();
+    edit(header, payload);
+    const std::vector<char> pickled = torch::pickle_save(loaded);
+    WriteFileAtomically(path(), EncodeCheckpointFile({header.dump(), std::string(pickled.begin(), pickled.end())}));
+  }
+  void ForgeParameter(const std::string& name, const torch::Tensor& value) {
+    Forge([&](nlohmann::json&, c10::impl::GenericDict& payload) {
+      payload.at("parameters").toGenericDict().insert_or_assign(name, value);
+    });
+  }
+  torch::Tensor StoredParameter(const std::string& name) {
+    const CheckpointFileContents contents = DecodeCheckpointFile(ReadFile(path()), path());
+    const c10::IValue loaded = torch::pickle_load(std::vector<char>(contents.payload.begin(), contents.payload.end()));
+    return loaded.toGenericDict().at("parameters").toGenericDict().at(name).toTensor();
+  }
+
+  // Restores into a fresh LeNet; expects BadInputError naming the file, and that nothing of the
+  // checkpoint was loaded. Returns the message.
+  std::string Refusal() {
+    TrainedLeNet resumed(2);
+    const std::vector<torch::Tensor> before = resumed.model->parameters();
+    std::vector<torch::Tensor> copies;
+    for (const auto& p : before) copies.push_back(p.detach().clone());
+    auto parts = resumed.Parts();
+    const std::string message = BadInputMessage([&] { RestoreCheckpoint(path(), resumed.Identity(), parts); });
+    EXPECT_TRUE(Contains(message, path())) << message;
+    ExpectSameTensors(resumed.model->parameters(), copies);
+    return message;
+  }
+
+  TempDir dir_;
+  TrainedLeNet original_{1};
+};
+
+TEST_F(ForgedCheckpoint, ANegativeEpochIsRefusedNamingTheFieldAndTheRange) {
+  Forge([](nlohmann::json& header, c10::impl::GenericDict&) { header["position"]["epoch"] = -123456788; });
+  const std::string message = Refusal();
+  EXPECT_TRUE(Contains(message, "position field 'epoch' is -123456788")) << message;
+  EXPECT_TRUE(Contains(message, "integers >= 0")) << message;
+  EXPECT_TRUE(Contains(message, "earlier step-N.ckpt")) << message;
+}
+
+TEST_F(ForgedCheckpoint, EveryPositionAndScheduleFieldIsCheckedForItsRange) {
+  const std::vector<std::tuple<std::string, std::string, nlohmann::json, std::string>> forgeries = {
+      {"position", "step", -1, "'step' is -1"},
+      {"position", "epoch_steps", 24, "'epoch_steps' is 24, outside the allowed integers 0..23"},
+      {"position", "micro_batches", 2, "'micro_batches' is 2, outside the allowed integers >= 3"},
+      {"position", "images_seen", -12, "'images_seen' is -12"},
+      {"position", "epoch", 1.5, "'epoch' is 1.5"},
+      {"position", "step", 18446744073709551615ull, "'step' is 18446744073709551615"},
+      {"position", "micro_batches", "3", "'micro_batches' is \"3\""},
+      {"scheduler", "steps", -5, "scheduler field 'steps' is -5"},
+      {"scheduler", "bad_epochs", -1, "scheduler field 'bad_epochs' is -1"},
+      {"scheduler", "lr", -0.01, "lr -0.01"},
+  };
+  for (const auto& [section, field, value, expected] : forgeries) {
+    Write();
+    Forge([&](nlohmann::json& header, c10::impl::GenericDict&) { header[section][field] = value; });
+    const std::string message = Refusal();
+    EXPECT_TRUE(Contains(message, expected)) << section << "." << field << ": " << message;
+  }
+}
+
+TEST_F(ForgedCheckpoint, ANonFiniteWeightIsRefusedNamingTheTensor) {
+  const std::string name = original_.model->named_parameters().begin()->key();
+  torch::Tensor weight = StoredParameter(name).clone();
+  // One float's bits rewritten to infinity's (all exponent bits set, no mantissa).
+  reinterpret_cast<uint32_t*>(weight.data_ptr<float>())[0] = 0x7f800000u;
+  ASSERT_TRUE(std::isinf(weight.flatten()[0].item<float>()));
+  ForgeParameter(name, weight);
+  const std::string message = Refusal();
+  EXPECT_TRUE(Contains(message, "parameter '" + name + "' has non-finite values")) << message;
+}
+
+TEST_F(ForgedCheckpoint, AWeightOfAnotherShapeIsRefusedNamingTheTensorAndBothShapes) {
+  const std::string name = original_.model->named_parameters().begin()->key();
+  const torch::Tensor weight = StoredParameter(name);
+  ForgeParameter(name, weight.flatten());
+  const std::string message = Refusal();
+  EXPECT_TRUE(Contains(message, "parameter '" + name + "'")) << message;
+  EXPECT_TRUE(Contains(message, fmt::format("shape [{}]", weight.numel()))) << message;
+  EXPECT_TRUE(Contains(message, fmt::format("shape [{}]", fmt::join(weight.sizes(), "x")))) << message;
+}
+
+TEST_F(ForgedCheckpoint, AWeightOfAnotherDtypeIsRefusedNamingTheTensorAndBothDtypes) {
+  const std::string name = original_.model->named_parameters().begin()->key();
+  ForgeParameter(name, StoredParameter(name).to(torch::kDouble));
+  const std::string message = Refusal();
+  EXPECT_TRUE(Contains(message, "parameter '" + name + "' is Double")) << message;
+  EXPECT_TRUE(Contains(message, "this run's is Float")) << message;
+}
+
+TEST_F(ForgedCheckpoint, AnExtraOrMissingTensorIsRefusedAsLoadStateDictStrictWould) {
+  ForgeParameter("extra.weight", torch::zeros({2}));
+  EXPECT_TRUE(Contains(Refusal(), "a parameter 'extra.weight' that this model does not have")) << Refusal();
+
+  Write();
+  Forge([](nlohmann::json&, c10::impl::GenericDict& payload) {
+    c10::impl::GenericDict parameters = payload.at("parameters").toGenericDict();
+    const c10::IValue first = parameters.begin()->key();
+    ASSERT_EQ(parameters.erase(first), 1u);
+  });
+  EXPECT_TRUE(Contains(Refusal(), "has no parameter")) << Refusal();
+}
+
+TEST_F(ForgedCheckpoint, OptimizerAndScalerStateAreCheckedLikeTheWeights) {
+  Forge([](nlohmann::json&, c10::impl::GenericDict& payload) {
+    c10::impl::GenericList state = payload.at("optimizer").toList();
+    state.set(1, state.get(1).toTensor().flatten());  // parameter 0's first moment
+  });
+  std::string message = Refusal();
+  EXPECT_TRUE(Contains(message, "the optimizer's first moment of parameter 0")) << message;
+
+  Write();
+  Forge([](nlohmann::json&, c10::impl::GenericDict& payload) {
+    c10::impl::GenericList state = payload.at("optimizer").toList();
+    state.set(0, torch::full({}, -5.0f));  // parameter 0's step count
+  });
+  message = Refusal();
+  EXPECT_TRUE(Contains(message, "the optimizer's step count of parameter 0 is -5")) << message;
+
+  Write();
+  Forge([](nlohmann::json&, c10::impl::GenericDict& payload) {
+    c10::impl::GenericList state = payload.at("scaler").toList();
+    state.set(0, torch::full({}, std::nanf(""), torch::kFloat));
+  });
+  message = Refusal();
+  EXPECT_TRUE(Contains(message, "loss scale has non-finite values")) << message;
+}
+
+TEST(CheckpointPosition, MustFitAnEpochOfTheRun) {
+  TrainingPosition position;
+  position.epoch = 1;
+  position.step = 23;
+  position.epoch_steps = 3;
+  position.micro_batches = 3;
+  position.images_seen = 96;
+  const EpochShape epoch{640, 20, 20};
+  CheckPositionFits(position, epoch, "c.ckpt");
+
+  TrainingPosition past = position;
+  past.micro_batches = 21;
+  EXPECT_TRUE(Contains(BadInputMessage([&] { CheckPositionFits(past, epoch, "c.ckpt"); }),
+                       "'micro_batches' is 21, above this run's 20"));
+  past = position;
+  past.images_seen = 641;
+  EXPECT_TRUE(Contains(BadInputMessage([&] { CheckPositionFits(past, epoch, "c.ckpt"); }), "'images_seen' is 641"));
+  past = position;
+  past.step = 24;
+  EXPECT_TRUE(Contains(BadInputMessage([&] { CheckPositionFits(past, epoch, "c.ckpt"); }), "'step' is 24"));
+  past = position;
+  past.epoch_steps = 21;
+  past.micro_batches = 21;
+  EXPECT_TRUE(Contains(BadInputMessage([&] { CheckPositionFits(past, epoch, "c.ckpt"); }), "'epoch_steps' is 21"));
 }
 
 TEST(CheckpointWriter, LeavesStepFilesAndLatestOnlyWithLatestTheNewest) {

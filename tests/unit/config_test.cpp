@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "common/status.h"
 #include "tests/support/test_support.h"
+#include "worker/command_line.h"
 #include "worker/train_config.h"
 
 namespace mgpu {
@@ -64,6 +67,94 @@ TEST(TrainConfig, NonScalarAndMalformedYamlAreErrors) {
   EXPECT_THROW(ApplyYamlFile(config, dir / "broken.yaml"), BadInputError);
   EXPECT_THROW(ApplyYamlFile(config, dir / "scalar.yaml"), BadInputError);
   EXPECT_THROW(ApplyYamlFile(config, dir / "missing.yaml"), BadInputError);
+}
+
+std::string YamlError(const std::string& path) {
+  return testing::BadInputMessage([&] {
+    TrainConfig config;
+    ApplyYamlFile(config, path);
+  });
+}
+
+bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST(TrainConfig, AConfigThatIsAFolderIsBadInputNamingIt) {
+  TempDir dir;
+  const std::string message = YamlError(dir.path());
+  EXPECT_TRUE(Contains(message, "config file " + dir.path() + " is a folder")) << message;
+}
+
+TEST(TrainConfig, AListOrMappingWhereAValueGoesNamesFileKeyLineAndTheTypeExpected) {
+  TempDir dir;
+  WriteBytes(dir / "list.yaml", "model: lenet\nepochs: [1, 2]\n");
+  std::string message = YamlError(dir / "list.yaml");
+  EXPECT_TRUE(Contains(message, dir / "list.yaml:2: key 'epochs' needs a single value (an integer), not a list")) << message;
+
+  WriteBytes(dir / "map.yaml", "optimizer:\n  kind: sgd\n");
+  message = YamlError(dir / "map.yaml");
+  EXPECT_TRUE(Contains(message, "map.yaml:1: key 'optimizer' needs a single value (one of: sgd, adam, adamw), not a mapping")) << message;
+
+  WriteBytes(dir / "list-key.yaml", "epochs: 1\n[lr, momentum]: 0.1\n");
+  message = YamlError(dir / "list-key.yaml");
+  EXPECT_TRUE(Contains(message, "list-key.yaml:2: a key must be an option name, not a list or mapping")) << message;
+}
+
+TEST(TrainConfig, AnOptionGivenTwiceNamesTheKeyAndBothLines) {
+  TempDir dir;
+  WriteBytes(dir / "twice.yaml", "epochs: 1\nlr: 0.1\nepochs: 2\n");
+  std::string message = YamlError(dir / "twice.yaml");
+  EXPECT_TRUE(Contains(message, "twice.yaml:3: key 'epochs' sets option 'epochs' again, already set by 'epochs' on "
+                                "line 1")) << message;
+
+  WriteBytes(dir / "alias.yaml", "batch-size: 8\nbatch_size: 16\n");
+  message = YamlError(dir / "alias.yaml");
+  EXPECT_TRUE(Contains(message, "alias.yaml:2: key 'batch_size' sets option 'batch-size' again, already set by "
+                                "'batch-size' on line 1")) << message;
+}
+
+TEST(TrainConfig, ThreadCountsAreBounded) {
+  TrainConfig config;
+  config.num_workers = kMaxLoaderThreads;
+  config.threads = MaxIntraOpThreads();
+  ValidateConfig(config);
+
+  config.num_workers = 100000;
+  std::string message = testing::BadInputMessage([&] { ValidateConfig(config); });
+  EXPECT_TRUE(Contains(message, "--num-workers 100000 is above the limit of 256 loader threads")) << message;
+
+  config.num_workers = 0;
+  config.threads = 100000;
+  message = testing::BadInputMessage([&] { ValidateConfig(config); });
+  EXPECT_TRUE(Contains(message, fmt::format("--threads 100000 is above this machine's {} hardware threads",
+                                            MaxIntraOpThreads()))) << message;
+}
+
+TEST(TrainConfig, OutMustNotBeOrLieUnderAFile) {
+  TempDir dir;
+  WriteBytes(dir / "file", "x");
+  TrainConfig config;
+  config.out = dir / "file";
+  std::string message = testing::BadInputMessage([&] { ValidateConfig(config); });
+  EXPECT_TRUE(Contains(message, "--out " + dir / "file" + " is an existing file, not a folder")) << message;
+
+  config.out = dir / "file/run/";
+  message = testing::BadInputMessage([&] { ValidateConfig(config); });
+  EXPECT_TRUE(Contains(message, dir / "file" + " is a file, so no folder can be made under it")) << message;
+
+  config.out = dir / "new/run";
+  ValidateConfig(config);
+  config.out = dir.path();
+  ValidateConfig(config);
+  config.out = "relative-run-folder";
+  ValidateConfig(config);
+}
+
+TEST(TrainConfig, ArgumentsAfterDoubleDashAreNotOptions) {
+  int exit_code = 0;
+  const std::string message = testing::BadInputMessage(
+      [&] { ParseWorkerCommandLine({"--epochs", "1", "--", "--data-dir", "data"}, exit_code); });
+  EXPECT_TRUE(Contains(message, "'--data-dir' follows `--`, after which arguments are not options")) << message;
+  EXPECT_FALSE(Contains(message, "did you mean")) << message;
 }
 
 TEST(TrainConfig, NumbersAreCheckedForTypeAndRange) {
