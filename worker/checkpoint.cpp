@@ -20,6 +20,7 @@
 #include "common/files.h"
 #include "common/status.h"
 #include "worker/checkpoint_file.h"
+#include "worker/checkpoint_payload.h"
 
 namespace mgpu {
 namespace {
@@ -355,7 +356,7 @@ TrainingPosition RestoreCheckpoint(const std::string& path, const CheckpointIden
     CheckIdentity(header.at("identity"), expected, path);
     TrainingPosition position = ReadPosition(header, path);
     const LrScheduler::State schedule = ReadSchedule(header, path);
-    const c10::IValue loaded = torch::pickle_load(std::vector<char>(contents.payload.begin(), contents.payload.end()));
+    const c10::IValue loaded = LoadCheckpointPayload(contents.payload, path);
     const c10::impl::GenericDict payload = loaded.toGenericDict();
     CheckNamed(payload.at("parameters"), parts.model.named_parameters(), "parameter", path);
     CheckNamed(payload.at("buffers"), parts.model.named_buffers(), "buffer", path);

@@ -18,6 +18,7 @@
 #include "tests/support/test_support.h"
 #include "worker/checkpoint.h"
 #include "worker/checkpoint_file.h"
+#include "worker/checkpoint_payload.h"
 
 namespace mgpu {
 namespace {
@@ -407,6 +408,49 @@ TEST(ResumePath, AFolderMeansItsLatestCheckpoint) {
   EXPECT_EQ(ResolveResumePath(dir / "run/checkpoints/latest.ckpt"), dir / "run/checkpoints/latest.ckpt");
   const std::string missing = BadInputMessage([&] { ResolveResumePath(dir / "nowhere.ckpt"); });
   EXPECT_TRUE(Contains(missing, "no such checkpoint file or run folder")) << missing;
+}
+
+}  // namespace
+}  // namespace mgpu
+
+namespace mgpu {
+namespace {
+
+// The payload part of a fuzz corpus input (tests/fuzz/fuzz_checkpoint.cpp: header, NUL, payload).
+std::string FuzzCorpusPayload(const std::string& name) {
+  const std::string input = ReadFile(std::string(MGPU_SOURCE_DIR) + "/tests/fuzz/corpus/checkpoint/" + name);
+  return input.substr(input.find('\0') + 1);
+}
+
+TEST(CheckpointPayload, ARecordReachingPastTheArchiveIsRefusedNotReadOutOfBounds) {
+  try {
+    LoadCheckpointPayload(FuzzCorpusPayload("libtorch-zip-overread"), "x.ckpt");
+    FAIL() << "accepted";
+  } catch (const BadInputError& e) {
+    EXPECT_NE(std::string(e.what()).find("checkpoint x.ckpt:"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CheckpointPayload, APickleStringDeclaringMoreThanThePickleIsRefusedBeforeAnyAllocation) {
+  try {
+    LoadCheckpointPayload(FuzzCorpusPayload("libtorch-unpickler-reserve"), "x.ckpt");
+    FAIL() << "accepted";
+  } catch (const BadInputError& e) {
+    EXPECT_NE(std::string(e.what()).find("declares"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CheckpointPayload, WhatTorchPickleSaveWroteLoadsBack) {
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+  dict.insert("weights", torch::arange(6, torch::kFloat32).reshape({2, 3}));
+  dict.insert("steps", int64_t{1} << 40);
+  dict.insert("name", std::string(300, 'n'));
+  const std::vector<char> saved = torch::pickle_save(c10::IValue(dict));
+  const c10::IValue loaded = LoadCheckpointPayload(std::string(saved.begin(), saved.end()), "x.ckpt");
+  const c10::impl::GenericDict back = loaded.toGenericDict();
+  EXPECT_TRUE(torch::equal(back.at("weights").toTensor(), torch::arange(6, torch::kFloat32).reshape({2, 3})));
+  EXPECT_EQ(back.at("steps").toInt(), int64_t{1} << 40);
+  EXPECT_EQ(back.at("name").toStringRef(), std::string(300, 'n'));
 }
 
 }  // namespace

@@ -1,0 +1,136 @@
+#include "worker/checkpoint_payload.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <stdexcept>
+
+#include <caffe2/serialize/inline_container.h>
+#include <caffe2/serialize/read_adapter_interface.h>
+#include <fmt/format.h>
+#include <torch/csrc/jit/serialization/import_read.h>
+
+#include "common/status.h"
+
+namespace mgpu {
+namespace {
+
+// Reads within the payload only: a position or length past its end reads less (or nothing), which
+// the zip reader reports as a malformed archive.
+class BoundedReadAdapter : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit BoundedReadAdapter(const std::string& bytes) : bytes_(bytes) {}
+  size_t size() const override { return bytes_.size(); }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
+    if (pos >= bytes_.size()) return 0;
+    const size_t count = std::min<uint64_t>(n, bytes_.size() - pos);
+    std::memcpy(buf, bytes_.data() + pos, count);
+    return count;
+  }
+
+ private:
+  const std::string& bytes_;
+};
+
+// Bytes of argument that follow an opcode of fixed size; -1 for an opcode with a length prefix
+// (handled by the caller), -2 for one LibTorch's pickler never writes.
+int FixedArgumentBytes(uint8_t op) {
+  switch (op) {
+    case '(': case ')': case ']': case '}': case 'e': case 'a': case 'u': case 's': case 't': case 'R':
+    case 'b': case 'N': case 'Q': case '0': case '2': case 'l': case 'd': case '.':
+    case 0x81: case 0x85: case 0x86: case 0x87: case 0x88: case 0x89: case 0x93: case 0x94:
+      return 0;
+    case 0x80: case 'K': case 'q': case 'h': return 1;  // PROTO, BININT1, BINPUT, BINGET
+    case 'M': return 2;                                  // BININT2
+    case 'J': return 4;                                  // BININT
+    case 'G': case 0x95: return 8;                       // BINFLOAT, FRAME
+    case 'r': case 'j':                                  // LONG_BINPUT, LONG_BINGET (checked below)
+    case 0x8a: case 0x8b: case 'X': case 0x8c: case 0x8d: case 'U': case 'T': case 'B': case 'C': case 0x8e:
+    case 'c':
+      return -1;
+    default:
+      return -2;
+  }
+}
+
+// Walks the pickle's opcodes, refusing any the unpickler would turn into an allocation larger
+// than the pickle itself (a declared length, a memo index) or that LibTorch's pickler never writes.
+void CheckPickle(const std::string& pickle, const std::string& path) {
+  const auto refuse = [&](size_t at, const std::string& why) {
+    throw BadInputError(fmt::format("checkpoint {}: its tensor archive's pickle is malformed at byte {}: {}; the file "
+                                    "was altered or is not an mgpu checkpoint",
+                                    path, at, why));
+  };
+  const auto number = [&](size_t at, size_t bytes) {
+    if (at + bytes > pickle.size()) refuse(at, "it ends inside an argument");
+    uint64_t value = 0;
+    for (size_t i = 0; i < bytes; ++i) value |= uint64_t(uint8_t(pickle[at + i])) << (8 * i);
+    return value;
+  };
+  for (size_t at = 0; at < pickle.size();) {
+    const uint8_t op = uint8_t(pickle[at]);
+    const size_t start = at++;
+    if (op == '.') return;
+    const int fixed = FixedArgumentBytes(op);
+    if (fixed == -2) refuse(start, fmt::format("opcode 0x{:02x} is not one LibTorch's pickler writes", op));
+    if (fixed >= 0) {
+      if (at + fixed > pickle.size()) refuse(start, "it ends inside an argument");
+      at += fixed;
+      continue;
+    }
+    uint64_t length = 0;
+    switch (op) {
+      case 'r': case 'j':  // a memo index sizes the unpickler's memo table
+        if (number(at, 4) > pickle.size()) refuse(start, fmt::format("memo index {} exceeds the pickle", number(at, 4)));
+        at += 4;
+        continue;
+      case 'c':  // GLOBAL: module and name, each up to a newline
+        for (int line = 0; line < 2; ++line) {
+          const size_t end = pickle.find('\n', at);
+          if (end == std::string::npos) refuse(start, "a GLOBAL's name has no end");
+          at = end + 1;
+        }
+        continue;
+      case 0x8a: case 0x8c: case 'U': case 'C': length = number(at, 1); at += 1; break;
+      case 0x8b: case 'X': case 'T': case 'B': length = number(at, 4); at += 4; break;
+      default: length = number(at, 8); at += 8; break;  // BINUNICODE8, BINBYTES8
+    }
+    if (length > pickle.size() - at) {
+      refuse(start, fmt::format("it declares {} bytes where {} remain", length, pickle.size() - at));
+    }
+    at += length;
+  }
+  refuse(pickle.size(), "it has no STOP opcode");
+}
+
+}  // namespace
+
+c10::IValue LoadCheckpointPayload(const std::string& payload, const std::string& path) {
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(std::make_shared<BoundedReadAdapter>(payload));
+    for (const std::string& record : reader.getAllRecords()) {
+      if (reader.getRecordSize(record) > payload.size()) {
+        throw BadInputError(fmt::format("checkpoint {}: its tensor archive's record '{}' declares {} bytes, more than "
+                                        "the {} bytes of the archive; the file was altered",
+                                        path, record, reader.getRecordSize(record), payload.size()));
+      }
+    }
+    if (!reader.hasRecord("data.pkl")) {
+      throw BadInputError(fmt::format("checkpoint {}: its tensor archive has no data.pkl; the file was altered", path));
+    }
+    const auto [pickle_data, pickle_size] = reader.getRecord("data.pkl");
+    CheckPickle(std::string(static_cast<const char*>(pickle_data.get()), pickle_size), path);
+    return torch::jit::readArchiveAndTensors("data", "", "", std::nullopt, std::nullopt, std::nullopt, reader);
+  } catch (const c10::Error& e) {
+    throw BadInputError(fmt::format("checkpoint {}: its tensors cannot be loaded: {}", path, e.what_without_backtrace()));
+  } catch (const std::bad_alloc&) {
+    throw BadInputError(fmt::format("checkpoint {}: its tensors declare more memory than can be had; the file was "
+                                    "altered", path));
+  } catch (const std::length_error& e) {
+    throw BadInputError(fmt::format("checkpoint {}: its tensor archive declares an impossible size ({})", path, e.what()));
+  }
+}
+
+}  // namespace mgpu
