@@ -28,4 +28,9 @@ std::optional<int> ReadEnvInt(const EnvLookup& env, const char* name, const char
   return static_cast<int>(parsed);
 }
 
+bool EnvIsSet(const EnvLookup& env, const char* name) {
+  const char* value = env(name);
+  return value != nullptr && *value != '\0';
+}
+
 }  // namespace mgpu

@@ -11,6 +11,9 @@ namespace mgpu {
 using EnvLookup = std::function<const char*(const char*)>;
 EnvLookup ProcessEnvironment();
 
+// Whether the variable is set to a non-empty value (launchers export empty ones to mean unset).
+bool EnvIsSet(const EnvLookup& env, const char* name);
+
 // The variable as a non-negative integer (at most 1,000,000), or nullopt when unset or empty.
 // Throws BadInputError naming the variable and `set_by` (who normally sets it) otherwise.
 std::optional<int> ReadEnvInt(const EnvLookup& env, const char* name, const char* set_by);

@@ -17,11 +17,6 @@ namespace {
 
 constexpr const char* kSrun = "srun";
 
-bool IsSet(const EnvLookup& env, const char* name) {
-  const char* value = env(name);
-  return value != nullptr && *value != '\0';
-}
-
 int Required(const EnvLookup& env, const char* name) {
   if (std::optional<int> value = ReadEnvInt(env, name, kSrun)) return *value;
   throw BadInputError(fmt::format("SLURM_STEP_ID is set (this is a task of an srun step) but {} is not; Slurm sets "
@@ -48,7 +43,7 @@ uint32_t JobId(const EnvLookup& env) {
 // The first of `names` that is set, or nullptr.
 const char* FirstSet(const EnvLookup& env, std::initializer_list<const char*> names) {
   for (const char* name : names) {
-    if (IsSet(env, name)) return name;
+    if (EnvIsSet(env, name)) return name;
   }
   return nullptr;
 }
@@ -107,10 +102,10 @@ void CheckInRange(int value, const char* name, int bound, const std::string& bou
 
 }  // namespace
 
-bool InSlurmBatchScript(const EnvLookup& env) { return IsSet(env, "SLURM_JOB_ID") && !IsSet(env, "SLURM_STEP_ID"); }
+bool InSlurmBatchScript(const EnvLookup& env) { return EnvIsSet(env, "SLURM_JOB_ID") && !EnvIsSet(env, "SLURM_STEP_ID"); }
 
 std::optional<SlurmStep> ReadSlurmStep(const EnvLookup& env) {
-  if (!IsSet(env, "SLURM_STEP_ID")) return std::nullopt;
+  if (!EnvIsSet(env, "SLURM_STEP_ID")) return std::nullopt;
   SlurmStep step;
   step.procid = Required(env, "SLURM_PROCID");
   step.ntasks = Required(env, "SLURM_NTASKS");

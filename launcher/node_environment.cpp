@@ -13,11 +13,6 @@ namespace {
 
 constexpr const char* kKubeflow = "Kubeflow (the torch runtime's PET_* variables)";
 
-bool IsSet(const EnvLookup& env, const char* name) {
-  const char* value = env(name);
-  return value != nullptr && *value != '\0';
-}
-
 // PET_NNODES: "N", or torchrun's elastic "MIN:MAX", which mgpu accepts only as a fixed size.
 int KubeflowNodeCount(const EnvLookup& env) {
   const std::string text = env("PET_NNODES");
@@ -53,11 +48,11 @@ std::string KubeflowProcsPerNode(const char* value) {
 NodeLayout FromKubeflow(const EnvLookup& env) {
   NodeLayout layout;
   std::vector<std::string> used;
-  if (IsSet(env, "PET_NNODES")) {
+  if (EnvIsSet(env, "PET_NNODES")) {
     layout.nnodes = KubeflowNodeCount(env);
     used.push_back("PET_NNODES");
   }
-  if (IsSet(env, "PET_NPROC_PER_NODE")) {
+  if (EnvIsSet(env, "PET_NPROC_PER_NODE")) {
     layout.nproc_per_node = KubeflowProcsPerNode(env("PET_NPROC_PER_NODE"));
     used.push_back("PET_NPROC_PER_NODE");
   }
@@ -67,7 +62,7 @@ NodeLayout FromKubeflow(const EnvLookup& env) {
   }
   // PyTorchJob (training-operator v1) sets the master's address as MASTER_ADDR and MASTER_PORT only.
   for (const char* name : {"PET_MASTER_ADDR", "MASTER_ADDR"}) {
-    if (!IsSet(env, name)) continue;
+    if (!EnvIsSet(env, name)) continue;
     layout.master_addr = env(name);
     used.push_back(name);
     break;
@@ -114,7 +109,7 @@ NodeLayout FromSlurm(const SlurmStep& step) {
 
 NodeLayout NodeLayoutFromEnvironment(const EnvLookup& env) {
   for (const char* name : {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}) {
-    if (IsSet(env, name)) return FromKubeflow(env);
+    if (EnvIsSet(env, name)) return FromKubeflow(env);
   }
   if (const std::optional<SlurmStep> step = ReadSlurmStep(env)) return FromSlurm(*step);
   return NodeLayout{};
