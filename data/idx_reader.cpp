@@ -88,8 +88,9 @@ void CheckDeclaredSize(gzFile file, const std::string& path, int64_t file_size, 
                                       path, held - elements, elements, fmt::join(array.dims, "x"), kFix));
     }
   } else if (elements / kMaxGzipExpansion > file_size) {
-    throw BadInputError(fmt::format("{}: the header declares {} = {} data bytes but the compressed file has {} bytes, "
-                                    "which gzip cannot expand to more than about {} times; the header is corrupt; {}",
+    throw BadInputError(fmt::format("{}: truncated: the header declares {} = {} data bytes but the compressed file "
+                                    "has {} bytes, which gzip cannot expand to more than about {} times (the file is "
+                                    "cut short, or its header is corrupt); {}",
                                     path, fmt::join(array.dims, "x"), elements, file_size, kMaxGzipExpansion, kFix));
   }
 }

@@ -70,7 +70,7 @@ TEST(IdxReader, AHeaderDeclaringMoreThanTheFileHoldsIsRefusedBeforeAllocating) {
             std::string::npos)
       << message;
   message = BadInputMessage([&] { ReadIdxFile(dir / "packed.gz", 3); });
-  EXPECT_NE(message.find(dir / "packed.gz" + ": the header declares 8192x512x512 = 2147483648 data bytes but the "
+  EXPECT_NE(message.find(dir / "packed.gz" + ": truncated: the header declares 8192x512x512 = 2147483648 data bytes but the "
                                            "compressed file has"),
             std::string::npos)
       << message;

@@ -106,13 +106,17 @@ TEST_F(JobPaths, EveryPathOptionIsChecked) {
   EXPECT_NE(Refusal("memory-snapshot: " + outside_ / "snap.pickle" + "\n").find("'memory-snapshot:"),
             std::string::npos);
   EXPECT_NE(Refusal("resume: " + outside_ / "secrets/important.conf" + "\n").find("may read"), std::string::npos);
-  const std::string data = BadInputMessage([&] {
-    Submission submission;
-    submission.config_yaml = "data-dir: " + outside_ / "secrets" + "\n";
-    PrepareJob(7, submission, Job(), ParseDeviceSlots("cpu,cpu", 0), 0, paths_);
-  });
+  // data-dir alone: Prepare's configuration sets one already, and a key given twice is refused.
+  const auto data_dir_refusal = [&](const std::string& data_dir) {
+    return BadInputMessage([&] {
+      Submission submission;
+      submission.config_yaml = "data-dir: " + data_dir + "\n";
+      PrepareJob(7, submission, Job(), ParseDeviceSlots("cpu,cpu", 0), 0, paths_);
+    });
+  };
+  const std::string data = data_dir_refusal(outside_ / "secrets");
   EXPECT_NE(data.find("'data-dir: " + outside_ / "secrets" + "'"), std::string::npos) << data;
-  EXPECT_NE(Refusal("data-dir: " + shared_ / "out/../../" + "\n").find("'data-dir:"), std::string::npos);
+  EXPECT_NE(data_dir_refusal(shared_ / "out/../../").find("'data-dir:"), std::string::npos);
   EXPECT_NE(Refusal("checkpoint-name: ../important.conf\n").find("is not a file name"), std::string::npos);
   EXPECT_NE(Refusal("checkpoint-name: ..\n").find("is not a file name"), std::string::npos);
   // The option table marks every path option; none is missed by the check.
