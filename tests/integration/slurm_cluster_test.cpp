@@ -433,11 +433,11 @@ TEST_F(SlurmCluster, NodelistExpansionMatchesScontrolShowHostnames) {
 }
 
 TEST_F(SlurmCluster, SbatchInterruptedBeforeItsTimeLimitRequeuesItselfAndResumesToTheUninterruptedChecksum) {
-  constexpr int kTotalSteps = 800;
-  // Enough steps (global batch 256, about 20 to 35 steps/s on 2 cores) that the first attempt is
-  // interrupted long before the end: SIGUSR1 comes 10 to 25 s after an attempt starts (50 s
-  // before its one-minute limit, whenever slurmctld next checks), and a requeued attempt starts
-  // 11 s later (cred_expire=10). A second interruption only adds an attempt.
+  // SIGUSR1 comes 10 to 25 s after an attempt starts (50 s before its one-minute limit, whenever
+  // slurmctld next checks), and a requeued attempt starts 11 s later (cred_expire=10). The run
+  // must outlast the first signal on any machine, so its length is set from this machine's speed:
+  // a short run of the same two ranks is timed, and the job gets about 50 s of steps. A second
+  // interruption only adds an attempt.
   TempDir bigger;
   WriteTinyMnistLike(bigger.path(), 5120, 200);
   std::vector<std::string> worker = WorkerFlags("requeued");
@@ -445,7 +445,32 @@ TEST_F(SlurmCluster, SbatchInterruptedBeforeItsTimeLimitRequeuesItselfAndResumes
     if (worker[i] == "--data-dir") worker[i + 1] = bigger.path();
     if (worker[i] == "--batch-size") worker[i + 1] = "256";
   }
-  const std::vector<std::string> steps = {"--max-steps", std::to_string(kTotalSteps), "--epochs", "1000"};
+  // The same two ranks under torchrun's environment, writing into `name`.
+  const auto run_torchrun = [&, base = worker](const std::string& name, int steps) {
+    std::vector<std::string> flags = base;
+    for (size_t i = 0; i + 1 < flags.size(); ++i) {
+      if (flags[i] == "--out") flags[i + 1] = out_ / name;
+    }
+    flags.insert(flags.end(), {"--max-steps", std::to_string(steps), "--epochs", "1000"});
+    const int port = FreeLocalPort();
+    std::vector<std::unique_ptr<BackgroundCommand>> ranks;
+    for (int rank = 0; rank < 2; ++rank) {
+      std::vector<std::string> argv = {MGPU_WORKER_BIN};
+      argv.insert(argv.end(), flags.begin(), flags.end());
+      ranks.push_back(std::make_unique<BackgroundCommand>(argv, TorchrunEnvironment(rank, 2, port)));
+    }
+    for (auto& rank : ranks) {
+      const CommandResult result = rank->Wait();
+      ASSERT_EQ(result.exit_code, 0) << result.output;
+    }
+  };
+  constexpr int kCalibrationSteps = 60;
+  const auto calibration_start = std::chrono::steady_clock::now();
+  run_torchrun("calibration", kCalibrationSteps);
+  const double calibration_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - calibration_start).count();
+  const int total_steps = std::max(200, static_cast<int>(kCalibrationSteps * 50 / calibration_seconds));
+  const std::vector<std::string> steps = {"--max-steps", std::to_string(total_steps), "--epochs", "1000"};
   worker.insert(worker.end(), steps.begin(), steps.end());
 
   // deploy/slurm/ddp-ranks.sbatch as a user submits it, less its GPU, CPU, node and output
@@ -473,23 +498,9 @@ TEST_F(SlurmCluster, SbatchInterruptedBeforeItsTimeLimitRequeuesItselfAndResumes
 
   const nlohmann::json requeued = ReadSummary(out_ / "requeued");
   EXPECT_EQ(requeued["status"], "ok") << log;
-  EXPECT_EQ(requeued["steps"], kTotalSteps);
-  // The same run never interrupted: two ranks under torchrun's environment.
-  const int port = FreeLocalPort();
-  std::vector<std::unique_ptr<BackgroundCommand>> ranks;
-  std::vector<std::string> whole = worker;
-  for (size_t i = 0; i + 1 < whole.size(); ++i) {
-    if (whole[i] == "--out") whole[i + 1] = out_ / "whole";
-  }
-  for (int rank = 0; rank < 2; ++rank) {
-    std::vector<std::string> argv = {MGPU_WORKER_BIN};
-    argv.insert(argv.end(), whole.begin(), whole.end());
-    ranks.push_back(std::make_unique<BackgroundCommand>(argv, TorchrunEnvironment(rank, 2, port)));
-  }
-  for (auto& rank : ranks) {
-    const CommandResult result = rank->Wait();
-    ASSERT_EQ(result.exit_code, 0) << result.output;
-  }
+  EXPECT_EQ(requeued["steps"], total_steps);
+  // The same run never interrupted.
+  run_torchrun("whole", total_steps);
   EXPECT_EQ(requeued["param_checksum"], ReadSummary(out_ / "whole")["param_checksum"])
       << "the requeued and resumed run must end as the uninterrupted one:\n" << log;
 }
