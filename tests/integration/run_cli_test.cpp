@@ -26,6 +26,8 @@
 #include "common/files.h"
 #include "tests/support/test_support.h"
 
+#include "tests/support/worker_logs.h"
+
 namespace mgpu {
 namespace {
 
@@ -33,14 +35,6 @@ using namespace mgpu::testing;
 using Clock = std::chrono::steady_clock;
 
 nlohmann::json ReadSummary(const std::string& folder) { return nlohmann::json::parse(ReadText(folder + "/summary.json")); }
-
-// The pid a worker logged at start ("mgpu-worker started (pid N)"), or -1.
-pid_t LoggedPid(const std::string& log) {
-  std::smatch match;
-  const std::string text = ReadText(log);
-  if (!std::regex_search(text, match, std::regex(R"(mgpu-worker started \(pid (\d+)\))"))) return -1;
-  return static_cast<pid_t>(std::stol(match[1]));
-}
 
 bool ProcessGone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
 

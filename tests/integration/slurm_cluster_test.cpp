@@ -42,6 +42,8 @@
 #include "ddp/slurm_nodelist.h"
 #include "tests/support/test_support.h"
 
+#include "tests/support/worker_logs.h"
+
 namespace mgpu {
 namespace {
 
@@ -280,14 +282,6 @@ class OneNodeSlurm {
 };
 
 nlohmann::json ReadSummary(const std::string& folder) { return nlohmann::json::parse(ReadText(folder + "/summary.json")); }
-
-// The pid a worker logged at start ("mgpu-worker started (pid N)"), or -1.
-pid_t LoggedPid(const std::string& log) {
-  std::smatch match;
-  const std::string text = PathExists(log) ? ReadText(log) : "";
-  if (!std::regex_search(text, match, std::regex(R"(mgpu-worker started \(pid (\d+)\))"))) return -1;
-  return static_cast<pid_t>(std::stol(match[1]));
-}
 
 bool ProcessGone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
 

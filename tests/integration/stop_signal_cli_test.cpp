@@ -22,6 +22,8 @@
 #include "common/files.h"
 #include "tests/support/test_support.h"
 
+#include "tests/support/worker_logs.h"
+
 namespace mgpu {
 namespace {
 
@@ -31,14 +33,6 @@ constexpr double kStartDeadlineSeconds = 120;  // generous: a loaded 2-core mach
 constexpr int64_t kStepsAfterStop = 7;         // the resumed run's steps
 
 nlohmann::json ReadSummary(const std::string& folder) { return nlohmann::json::parse(ReadText(folder + "/summary.json")); }
-
-// The pid a worker logged at start ("mgpu-worker started (pid N)"), or -1.
-pid_t LoggedPid(const std::string& log) {
-  std::smatch match;
-  const std::string text = ReadText(log);
-  if (!std::regex_search(text, match, std::regex(R"(mgpu-worker started \(pid (\d+)\))"))) return -1;
-  return static_cast<pid_t>(std::stol(match[1]));
-}
 
 // The step a rank's log says it stopped at for `signal` ("SIGTERM ... at step N:"), or -1.
 int64_t LoggedStopStep(const std::string& log, const std::string& signal) {

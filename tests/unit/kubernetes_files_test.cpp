@@ -15,6 +15,8 @@
 #include "launcher/run_options.h"
 #include "worker/command_line.h"
 
+#include "tests/support/fake_environment.h"
+
 namespace mgpu {
 namespace {
 
@@ -22,13 +24,7 @@ const std::string kFolder = std::string(MGPU_SOURCE_DIR) + "/docker/kubernetes";
 
 using Vars = std::map<std::string, std::string>;
 
-EnvLookup FakeEnv(Vars vars) {
-  auto shared = std::make_shared<Vars>(std::move(vars));
-  return [shared](const char* name) -> const char* {
-    auto it = shared->find(name);
-    return it == shared->end() ? nullptr : it->second.c_str();
-  };
-}
+using mgpu::testing::FakeEnv;
 
 std::vector<std::string> Strings(const YAML::Node& list) {
   std::vector<std::string> strings;

@@ -11,19 +11,15 @@
 #include "launcher/run_options.h"
 #include "tests/support/test_support.h"
 
+#include "tests/support/fake_environment.h"
+
 namespace mgpu {
 namespace {
 
 using mgpu::testing::BadInputMessage;
 using Vars = std::map<std::string, std::string>;
 
-EnvLookup FakeEnv(Vars vars) {
-  auto shared = std::make_shared<Vars>(std::move(vars));
-  return [shared](const char* name) -> const char* {
-    auto it = shared->find(name);
-    return it == shared->end() ? nullptr : it->second.c_str();
-  };
-}
+using mgpu::testing::FakeEnv;
 
 RunOptions Parse(std::vector<std::string> args, const Vars& vars) {
   std::optional<RunOptions> options = ParseRunOptions(args, FakeEnv(vars));

@@ -10,18 +10,14 @@
 #include "ddp/world.h"
 #include "tests/support/test_support.h"
 
+#include "tests/support/fake_environment.h"
+
 namespace mgpu {
 namespace {
 
 using mgpu::testing::BadInputMessage;
 
-EnvLookup FakeEnv(std::map<std::string, std::string> vars) {
-  auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
-  return [shared](const char* name) -> const char* {
-    auto it = shared->find(name);
-    return it == shared->end() ? nullptr : it->second.c_str();
-  };
-}
+using mgpu::testing::FakeEnv;
 
 TEST(ResolveWorld, DefaultsToASingleProcess) {
   WorldInfo world = ResolveWorld(WorldFlags{}, FakeEnv({}));
