@@ -1,5 +1,5 @@
 // What a job of `mgpu serve` has written so far, read from its run folder (the files every run
-// writes, /work/shared/CONTRACT.md): progress from the last row of metrics.csv, the result from
+// writes, docs/RUN_FOLDER.md): progress from the last row of metrics.csv, the result from
 // summary.json. No worker plumbing: the service reads what `mgpu run` leaves anyway.
 #pragma once
 

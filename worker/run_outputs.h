@@ -1,4 +1,4 @@
-// Everything a run writes into its output folder (../shared/CONTRACT.md):
+// Everything a run writes into its output folder (docs/RUN_FOLDER.md):
 //   config.yaml, logs/rank-K.log, metrics.csv, events.out.tfevents.*, summary.json.
 // Rank 0 writes the shared files; every rank writes its own log. summary.json is written
 // atomically, on success and on failure alike, so a crashed run still says why.

@@ -15,7 +15,7 @@ namespace {
 
 using namespace mgpu::testing;
 
-// The contract's summary.json fields (../shared/CONTRACT.md).
+// The contract's summary.json fields (docs/RUN_FOLDER.md).
 const std::vector<std::string> kSummaryFields = {
     "model", "dataset", "mode", "backend", "world_size", "devices", "precision", "loss_scale_mode",
     "batch_size", "num_workers", "epochs", "lr", "seed", "status", "error", "total_seconds",
