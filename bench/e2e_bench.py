@@ -111,7 +111,9 @@ def mgpu_pair(args, name, base_flags, world):
         return {"error": f"the longer run took no longer ({extra_wall:.2f} s): too few steps to measure"}
     out = runs["long"][2]
     rate, _, _ = measured_throughput(out, WARMUP, BATCH * world)
-    return {"images_per_second": BATCH * world * (LONG - SHORT) / extra_wall,
+    with open(os.path.join(out, "summary.json")) as f:
+        parameters = json.load(f).get("parameters")
+    return {"images_per_second": BATCH * world * (LONG - SHORT) / extra_wall, "parameters": parameters,
             "cpu_cores_used": (runs["long"][1] - runs["short"][1]) / extra_wall,
             "data_wait_share": data_wait_share(out), "metrics_csv_images_per_second": rate,
             "wall_seconds": {k: v[0] for k, v in runs.items()}}
@@ -255,6 +257,10 @@ def main():
             row = {"model": model, "world": world, "workers": workers, **mgpu_rows(args, model, world, workers),
                    "PyTorch": pytorch_row(args, model, world, workers)}
             row["targets"] = targets(row, cores / world)
+            theirs, ours = row["PyTorch"].get("parameters"), row["mgpu e2e"].get("parameters")
+            if theirs and ours and theirs != ours:
+                print(f"warning: {model} has {ours} parameters in mgpu, {theirs} in torchvision's: the rows do not "
+                      "compare the same model", flush=True)
             rows.append(row)
             print(json.dumps(row), flush=True)
     meta = {"date": datetime.date.today().isoformat(), "host": platform.node(), "gpu": torch.cuda.get_device_name(0),

@@ -171,6 +171,10 @@ def main():
             rows[f"PyTorch compiled ({args.compile_mode}) + graphed"] = pytorch_row(args, model, args.compile_mode)
         rows["mgpu best"] = mgpu_row(args, model)
         results[model] = rows
+        counts = {r["parameters"] for r in rows.values() if r.get("parameters")}
+        if len(counts) > 1:
+            print(f"warning: {model}: parameter counts {sorted(counts)} differ between the rows: they do not "
+                  "compare the same model", flush=True)
         print(json.dumps({model: rows, "seconds": time.monotonic() - started}), flush=True)
     meta = {"date": datetime.date.today().isoformat(), "host": platform.node(), "gpu": torch.cuda.get_device_name(0),
             "torch": torch.__version__, "cuda": torch.version.cuda, "command": " ".join(sys.argv),

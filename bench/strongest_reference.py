@@ -40,7 +40,9 @@ def graphed_step(model, optimizer, images, labels):
     """Warms up on a side stream (as torch.cuda.graph requires), captures one whole step and
     returns the graph; replaying it trains on `images`, `labels` (static tensors)."""
     def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        # cache_enabled=False: autocast's cache of cast weights must not outlive a capture
+        # (PyTorch's CUDA-graph notes on whole-network capture).
+        with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False):
             loss = F.cross_entropy(model(images), labels)
         loss.backward()
         optimizer.step()
