@@ -7,7 +7,8 @@ measures it). bench/run_all.sh calls it at the end; it also reads stored results
 Recognized files: gpu_bench.py's bench-results.json (DDP/DataParallel/precision rows),
 dp_bench.py's dp-bench-results.json, speed_bench.py's speed-bench.json, divergence_bench.py's
 divergence-bench.json, launcher_bench.py's launcher-bench.json, allreduce_sweep.py's
-allreduce-sweep.json, strongest_bench.py's strongest-bench.json and e2e_bench.py's e2e-bench.json. A gpu_bench.py run with --mgpu-flags (run_all.sh's gpu-graphs step:
+allreduce-sweep.json, strongest_bench.py's strongest-bench.json and e2e_bench.py's e2e-bench.json.
+A gpu_bench.py run with --mgpu-flags (run_all.sh's gpu-graphs step:
 --cuda-graphs true) adds its DDP rows only, each target named with the flags; its one-GPU rows
 serve as those rows' scaling baseline, not as issue 6's eager precision rows.
 """
@@ -211,7 +212,8 @@ def divergence_targets(table, data, source):
 def strongest_targets(table, data, source):
     for model, rows in data["strongest"].items():
         need = 1.2 if model == "lenet" else 1.0
-        target = f"{model}: mgpu's best >= {need}x PyTorch's strongest (graphed, bf16, channels_last, compiled where it compiles)"
+        target = (f"{model}: mgpu's best >= {need}x PyTorch's strongest (graphed, bf16, channels_last, "
+                  "compiled where it compiles)")
         anchors = {name: r["images_per_second"] for name, r in rows.items()
                    if name.startswith("PyTorch") and ok(r, "images_per_second")}
         mgpu = rows.get("mgpu best", {})

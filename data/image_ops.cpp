@@ -43,7 +43,8 @@ bool CpuHasSse41() {
 // uint8 × int32 products in int32 and rounds back to uint8; the second pass reads the first's
 // uint8 result, in the order Pillow 13 picks (ResizeStrided), so the output is Pillow's
 // Image.resize of the cropped window to the bit (tests/unit/augment_test.cpp holds PIL's values).
-constexpr int kPrecisionBits = 32 - 8 - 2;  // Pillow's PRECISION_BITS: the weights sum to 2^22, 255 × 2^22 fits int32
+// Pillow's PRECISION_BITS: the weights sum to 2^22, so 255 × 2^22 plus the rounding half fits int32.
+constexpr int kPrecisionBits = 32 - 8 - 2;
 
 uint8_t ClipFixed(int32_t sum) {
   const int32_t value = sum >> kPrecisionBits;
@@ -214,7 +215,8 @@ void ResizeStrided(const uint8_t* in, const uint8_t* in_end, int64_t channels, i
   const int64_t out_plane = out_size.height * out_size.width;
   const int64_t height_cut = window.height - out_size.height, width_cut = window.width - out_size.width;
   if (height_cut > 0 && height_cut > 2 * width_cut) {
-    if (channel_stride == 1 && pixel_stride == channels) {  // interleaved: the vertical pass takes every channel of a row at once
+    if (channel_stride == 1 && pixel_stride == channels) {
+      // Interleaved: the vertical pass takes every channel of a row at once.
       const int64_t line = window.width * channels;
       std::vector<uint8_t> vertical(static_cast<size_t>(out_size.height * line + 1));  // + ResampleRgbRow's byte
       ResampleColumns(origin, row_stride, line, rows, out_size.height, vertical.data(), line);
