@@ -60,24 +60,31 @@ def launch(cmd, world, log_path, timeout):
                 env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
                            MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
             procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
-        cpu, codes, deadline = 0.0, [], started + timeout
-        for p in procs:
-            while True:  # os.wait4 gives the CPU time of the process and its threads
-                pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+        cpu, codes, deadline = 0.0, {}, started + timeout
+        while len(codes) < world:
+            for p in procs:
+                if p.pid in codes:
+                    continue
+                pid, status, usage = os.wait4(p.pid, os.WNOHANG)  # CPU time of the process and its threads
                 if pid:
-                    codes.append(os.waitstatus_to_exitcode(status))
+                    codes[p.pid] = os.waitstatus_to_exitcode(status)
+                    p.returncode = codes[p.pid]
                     cpu += usage.ru_utime + usage.ru_stime
-                    p.returncode = codes[-1]
-                    break
-                if time.monotonic() > deadline:
-                    for q in procs:
-                        q.kill()
+            failed = any(codes.values())
+            if len(codes) < world and (failed or time.monotonic() > deadline):
+                for p in procs:  # a rank that failed leaves the others waiting for it: stop them too
+                    if p.pid not in codes:
+                        p.kill()
+                        codes[p.pid] = os.waitstatus_to_exitcode(os.waitpid(p.pid, 0)[1])
+                if not failed:
                     return None, None, f"stopped after --run-timeout {timeout} s (log: {log_path})"
-                time.sleep(0.05)
+            if len(codes) < world:
+                time.sleep(0.01)  # the wall clock's resolution, against runs of many seconds
     wall = time.monotonic() - started
-    if any(codes):
+    if any(codes.values()):
         with open(log_path) as f:
-            return None, None, f"exit codes {codes}: {f.read().strip()[-300:]} (log: {log_path})"
+            ranks = ", ".join(f"rank {r}: {codes[p.pid]}" for r, p in enumerate(procs))
+            return None, None, f"exit codes {ranks}: {f.read().strip()[-300:]} (log: {log_path})"
     return wall, cpu, None
 
 
