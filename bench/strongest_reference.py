@@ -5,18 +5,20 @@ before the capture. Synthetic data held on the GPU, the shapes and models of
 bench/reference_train.py (mgpu's layouts). Prints one JSON line.
 
     python3 bench/strongest_reference.py --model resnet18 [--batch 256] [--steps 200] [--warmup 20]
-        [--compile none|default|max-autotune-no-cudagraphs|reduce-overhead] [--optimizer sgd|adam]
+        [--compile none,default|max-autotune-no-cudagraphs|reduce-overhead] [--optimizer sgd|adam]
 
 The optimizer: SGD with momentum, as every other row of the benchmark. torch 2.11's SGD has no
 `capturable` flag and needs none (it keeps no step count; its momentum buffers exist after the
 warm-up steps, before the capture); --optimizer adam takes Adam(capturable=True), whose step
 count lives on the GPU. Throughput: images over the replayed steps' time, between two
-synchronizations, so neither CUDA start-up nor compilation is in it.
+synchronizations, so neither CUDA start-up nor compilation is in it. Several --compile modes run
+one after the other in one process (one start-up), each printing its line as soon as it is done.
 
 A failure prints {"error": "..."} with the stage that failed (compile, capture, replay) and
 exits 0, so the driver reports it as the row's reason instead of losing the other rows.
 """
 import argparse
+import gc
 import json
 import os
 import sys
@@ -62,11 +64,12 @@ def graphed_step(model, optimizer, images, labels):
     return graph
 
 
-def measure(args):
+def measure(args, compile_mode):
     stage = "build"
     try:
         torch.backends.cudnn.benchmark = True
         device = torch.device("cuda")
+        torch.cuda.reset_peak_memory_stats(device)
         model = build(args.model).to(device).to(memory_format=torch.channels_last)
         params = sum(p.numel() for p in model.parameters())
         channels, side = INPUT_SHAPE.get(args.model, (3, 32))
@@ -74,11 +77,12 @@ def measure(args):
         labels = torch.randint(0, 10, (args.batch,), device=device)
         optimizer = make_optimizer(args.optimizer, model.parameters())
         forward = model
-        if args.compile != "none":
+        if compile_mode != "none":
             stage = "compile"
             started = time.perf_counter()
-            forward = torch.compile(model, mode=None if args.compile == "default" else args.compile)
-            with torch.autocast("cuda", dtype=torch.bfloat16):  # compiles forward and backward now
+            forward = torch.compile(model, mode=None if compile_mode == "default" else compile_mode)
+            # Compiles forward and backward now, under the captured step's autocast settings.
+            with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False):
                 F.cross_entropy(forward(images), labels).backward()
             optimizer.zero_grad(set_to_none=True)
             torch.cuda.synchronize()
@@ -97,13 +101,13 @@ def measure(args):
     except Exception as e:  # noqa: BLE001  (every failure becomes the row's stated reason)
         reason = f"{type(e).__name__}: {e}".splitlines()[0][:300]
         traceback.print_exc(file=sys.stderr)
-        return {"impl": "pytorch", "model": args.model, "compile": args.compile, "error": f"{stage} failed: {reason}",
+        return {"impl": "pytorch", "model": args.model, "compile": compile_mode, "error": f"{stage} failed: {reason}",
                 "stage": stage}
-    row = {"impl": "pytorch", "model": args.model, "compile": args.compile, "optimizer": args.optimizer,
+    row = {"impl": "pytorch", "model": args.model, "compile": compile_mode, "optimizer": args.optimizer,
            "batch": args.batch, "parameters": params, "steps": args.steps,
            "images_per_second": args.batch * args.steps / seconds, "steps_per_second": args.steps / seconds,
            "peak_memory_bytes": torch.cuda.max_memory_allocated(device)}
-    if args.compile != "none":
+    if compile_mode != "none":
         row["compile_seconds"] = compile_seconds
     return row
 
@@ -115,14 +119,23 @@ def main():
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--compile", default="none",
-                        choices=["none", "default", "max-autotune-no-cudagraphs", "reduce-overhead"])
+                        help="none (eager), default, max-autotune-no-cudagraphs or reduce-overhead; several, "
+                        "separated by commas, run one after the other in this process (one line each)")
     parser.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"])
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print(json.dumps({"impl": "pytorch", "model": args.model, "compile": args.compile,
-                          "error": "no CUDA device: the strongest configuration is a CUDA-graph one"}), flush=True)
-        return
-    print(json.dumps(measure(args)), flush=True)
+    modes = args.compile.split(",")
+    known = {"none", "default", "max-autotune-no-cudagraphs", "reduce-overhead"}
+    if not set(modes) <= known:
+        parser.error(f"--compile {args.compile}: expected a comma-separated list of {', '.join(sorted(known))}")
+    for mode in modes:
+        if not torch.cuda.is_available():
+            row = {"impl": "pytorch", "model": args.model, "compile": mode,
+                   "error": "no CUDA device: the strongest configuration is a CUDA-graph one"}
+        else:
+            row = measure(args, mode)
+            gc.collect()  # the graph, its memory pool and the model go before the next mode's
+            torch.cuda.empty_cache()
+        print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":
