@@ -100,12 +100,14 @@ if $FULL; then
   speed_rows=(--only lenet,mnist,resnet)
   divergence_rows=()
   compile_mode=max-autotune-no-cudagraphs
+  compile_timeout=900  # max-autotune's search alone can take minutes per model
 else
   gpu_rows=(--models resnet18,vgg19 --precisions fp32,amp-fp16,amp-bf16 --modes ddp)
   dp_rows=(--lenet-workers 4 --nn-dp-steps 400)
   speed_rows=(--only lenet,resnet --targets-only)
   divergence_rows=(--lrs 2,3.2 --seeds 42,43)
   compile_mode=default
+  compile_timeout=300
 fi
 step gpu bench-results.json "$PYTHON" "$HERE/gpu_bench.py" --build "$BUILD" --out "$OUT/gpu" "${gpu_rows[@]}" \
   --multi-precisions fp32,amp-bf16 --steps 60 --warmup 20 --run-timeout 90
@@ -123,7 +125,7 @@ fi
 step speed speed-bench.json "$PYTHON" "$HERE/speed_bench.py" --build "$BUILD" --out "$OUT/speed" \
   --mnist-dir "$MNIST" "${speed_rows[@]}" --run-timeout 120
 step strongest strongest-bench.json "$PYTHON" "$HERE/strongest_bench.py" --build "$BUILD" --out "$OUT/strongest" \
-  --compile-mode "$compile_mode" --run-timeout 300
+  --compile-mode "$compile_mode" --run-timeout "$compile_timeout"
 step e2e e2e-bench.json "$PYTHON" "$HERE/e2e_bench.py" --build "$BUILD" --out "$OUT/e2e" --run-timeout 240
 if [ "$GPUS" -ge 2 ]; then
   step allreduce allreduce-sweep.json "$PYTHON" "$HERE/allreduce_sweep.py" --build "$BUILD" --out "$OUT/allreduce"
