@@ -3,9 +3,11 @@
 # same invocation (issue 10). Builds nothing: give it a built tree (`make build`, or the GPU
 # host recipe in docs).
 #
-#   bash bench/run_all.sh [--full] BUILD_DIR [OUT_DIR]        (make bench-gpu BUILD_DIR=...)
+#   bash bench/run_all.sh [--full] [--only STEP,...] BUILD_DIR [OUT_DIR]   (make bench-gpu BUILD_DIR=...
+#                                                                            BENCH_GPU_ARGS="--only e2e")
 # OUT_DIR defaults to bench/results/<date>-<host>-run-all/ (-run-all-full with --full; the rule
-# is bench/results_folder.py's).
+# is bench/results_folder.py's). --only runs just the named steps (of the list below), e.g.
+# --only strongest,e2e; targets.md then lists the other drivers' targets as not measured.
 #
 # Runs, in order (each driver writes its JSON into OUT_DIR/<name>/ and prints its tables):
 #   gpu        bench/gpu_bench.py: ResNet-18 and VGG-19 on one GPU in fp32, amp-fp16 and amp-bf16,
@@ -19,6 +21,14 @@
 #              DDP) on Fashion-MNIST (issue 5)
 #   speed      bench/speed_bench.py --targets-only: LeNet --cuda-graphs and ResNet-18 channels-last
 #              + graphs against PyTorch eager (issue 10)
+#   strongest  bench/strongest_bench.py: per model (LeNet batch 32, ResNet-18, VGG-19, ResNet-50),
+#              PyTorch's strongest step (channels_last, bf16, the whole step in torch.cuda.graph,
+#              eager and torch.compile'd) against mgpu's best (amp-bf16, --channels-last,
+#              --cuda-graphs, --data-on-device), mgpu by wall clock over two run lengths (issue 39)
+#   e2e        bench/e2e_bench.py: ResNet-50 and ResNet-18 at 224 px from 40,000 JPEGs (made once,
+#              cached), mgpu streaming against PyTorch's DataLoader + torchvision at the same worker
+#              count and against mgpu on synthetic data, one GPU and all GPUs (issue 39); needs
+#              bench/setup_bench_env.sh's venv (make bench-gpu sets it up; MGPU_BENCH_PYTHON)
 #   allreduce  bench/allreduce_sweep.py: bus bandwidth through mgpu's communicator and PyTorch's
 #   launcher   bench/launcher_bench.py: mgpu run vs mpirun vs torchrun's environment
 # then bench/targets.py: one table of every target, met or missed, into OUT_DIR/targets.md.
@@ -27,11 +37,32 @@
 # only the rows a target reads (436 s on 2x H200 before the gpu-graphs step, which took 106-110 s
 # alone). --full runs the whole matrix instead:
 # LeNet and ResNet-50 too, every precision (tf32 included), DataParallel rows beside DDP, the
-# MNIST recipe at 0 and 4 loader workers with nn.DataParallel's whole epoch, every speed variant.
+# MNIST recipe at 0 and 4 loader workers with nn.DataParallel's whole epoch, every speed variant,
+# and the strongest step's torch.compile with mode max-autotune-no-cudagraphs (default mode
+# otherwise: its autotuning takes minutes per model). On one GPU, strongest takes about 6 minutes
+# and e2e about 4 (plus making the JPEG folder once); --only picks steps to stay in a budget.
 set -uo pipefail
 FULL=false
-if [ "${1:-}" = "--full" ]; then FULL=true; shift; fi
-BUILD=${1:?usage: bash bench/run_all.sh [--full] BUILD_DIR [OUT_DIR]}
+ONLY=""
+STEPS="gpu gpu-graphs divergence dp speed strongest e2e allreduce launcher"
+usage="usage: bash bench/run_all.sh [--full] [--only STEP,...] BUILD_DIR [OUT_DIR]; steps: ${STEPS// /, }"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --full) FULL=true; shift ;;
+    --only) ONLY=${2:?$usage}; shift 2 ;;
+    --only=*) ONLY=${1#--only=}; shift ;;
+    -*) echo "run_all.sh: unknown option $1; $usage" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
+for name in ${ONLY//,/ }; do
+  if [[ " $STEPS " != *" $name "* ]]; then
+    echo "run_all.sh: --only $ONLY: no step named $name; steps: ${STEPS// /, }" >&2
+    exit 2
+  fi
+done
+wanted() { [ -z "$ONLY" ] || [[ ",$ONLY," == *",$1,"* ]]; }
+BUILD=${1:?$usage}
 HERE=$(cd "$(dirname "$0")" && pwd)
 export NCCL_NVLS_ENABLE=0
 if [ ! -x "$BUILD/bin/mgpu-worker" ] || [ ! -x "$BUILD/bin/mgpu-allreduce-bench" ]; then
@@ -55,6 +86,7 @@ failed=()
 step() {  # step NAME RESULT_FILE COMMAND...: runs a driver, its log beside its results
   local name=$1 result=$2
   shift 2
+  wanted "$name" || return 0
   mkdir -p "$OUT/$name"
   echo "== $name: $*"
   local start=$SECONDS
@@ -67,11 +99,15 @@ if $FULL; then
   dp_rows=(--lenet-workers 0,4)
   speed_rows=(--only lenet,mnist,resnet)
   divergence_rows=()
+  compile_mode=max-autotune-no-cudagraphs
+  compile_timeout=900  # max-autotune's search alone can take minutes per model
 else
   gpu_rows=(--models resnet18,vgg19 --precisions fp32,amp-fp16,amp-bf16 --modes ddp)
   dp_rows=(--lenet-workers 4 --nn-dp-steps 400)
   speed_rows=(--only lenet,resnet --targets-only)
   divergence_rows=(--lrs 2,3.2 --seeds 42,43)
+  compile_mode=default
+  compile_timeout=300
 fi
 step gpu bench-results.json "$PYTHON" "$HERE/gpu_bench.py" --build "$BUILD" --out "$OUT/gpu" "${gpu_rows[@]}" \
   --multi-precisions fp32,amp-bf16 --steps 60 --warmup 20 --run-timeout 90
@@ -88,6 +124,9 @@ if [ "$GPUS" -ge 2 ]; then
 fi
 step speed speed-bench.json "$PYTHON" "$HERE/speed_bench.py" --build "$BUILD" --out "$OUT/speed" \
   --mnist-dir "$MNIST" "${speed_rows[@]}" --run-timeout 120
+step strongest strongest-bench.json "$PYTHON" "$HERE/strongest_bench.py" --build "$BUILD" --out "$OUT/strongest" \
+  --compile-mode "$compile_mode" --run-timeout "$compile_timeout"
+step e2e e2e-bench.json "$PYTHON" "$HERE/e2e_bench.py" --build "$BUILD" --out "$OUT/e2e" --run-timeout 240
 if [ "$GPUS" -ge 2 ]; then
   step allreduce allreduce-sweep.json "$PYTHON" "$HERE/allreduce_sweep.py" --build "$BUILD" --out "$OUT/allreduce"
   step launcher launcher-bench.json "$PYTHON" "$HERE/launcher_bench.py" --build "$BUILD" --out "$OUT/launcher" \
@@ -95,7 +134,7 @@ if [ "$GPUS" -ge 2 ]; then
 fi
 results=()
 for f in gpu/bench-results.json gpu-graphs/bench-results.json divergence/divergence-bench.json dp/dp-bench-results.json speed/speed-bench.json \
-         allreduce/allreduce-sweep.json launcher/launcher-bench.json; do
+         strongest/strongest-bench.json e2e/e2e-bench.json allreduce/allreduce-sweep.json launcher/launcher-bench.json; do
   [ -s "$OUT/$f" ] && results+=("$OUT/$f")
 done
 if [ ${#results[@]} -gt 0 ]; then

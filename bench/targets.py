@@ -6,8 +6,9 @@ measures it). bench/run_all.sh calls it at the end; it also reads stored results
 
 Recognized files: gpu_bench.py's bench-results.json (DDP/DataParallel/precision rows),
 dp_bench.py's dp-bench-results.json, speed_bench.py's speed-bench.json, divergence_bench.py's
-divergence-bench.json, launcher_bench.py's launcher-bench.json and allreduce_sweep.py's
-allreduce-sweep.json. A gpu_bench.py run with --mgpu-flags (run_all.sh's gpu-graphs step:
+divergence-bench.json, launcher_bench.py's launcher-bench.json, allreduce_sweep.py's
+allreduce-sweep.json, strongest_bench.py's strongest-bench.json and e2e_bench.py's e2e-bench.json.
+A gpu_bench.py run with --mgpu-flags (run_all.sh's gpu-graphs step:
 --cuda-graphs true) adds its DDP rows only, each target named with the flags; its one-GPU rows
 serve as those rows' scaling baseline, not as issue 6's eager precision rows.
 """
@@ -18,6 +19,10 @@ import sys
 def kind_of(data):
     if "divergence" in data:
         return "divergence"
+    if "strongest" in data:
+        return "strongest"
+    if "e2e" in data:
+        return "e2e"
     if "rows" in data:
         return "gpu"
     if "mgpu" in data and "pytorch" in data:
@@ -204,11 +209,43 @@ def divergence_targets(table, data, source):
         table.add(6, target, f"{recipe}: " + "; ".join(outcome(p) + pytorch(p) for p in sweep), False, source)
 
 
+def strongest_targets(table, data, source):
+    for model, rows in data["strongest"].items():
+        need = 1.2 if model == "lenet" else 1.0
+        target = (f"{model}: mgpu's best >= {need}x PyTorch's strongest (graphed, bf16, channels_last, "
+                  "compiled where it compiles)")
+        anchors = {name: r["images_per_second"] for name, r in rows.items()
+                   if name.startswith("PyTorch") and ok(r, "images_per_second")}
+        mgpu = rows.get("mgpu best", {})
+        if not anchors or not ok(mgpu, "images_per_second"):
+            reasons = "; ".join(f"{name}: {r.get('error', '')[:60]}" for name, r in rows.items() if "error" in r)
+            table.add(39, target, reasons or "no result", False, source)
+            continue
+        anchor = max(anchors, key=anchors.get)
+        x = mgpu["images_per_second"] / anchors[anchor]
+        table.add(39, target, f"{x:.2f}x ({anchor})", x >= need, source)
+
+
+def e2e_targets(table, data, source):
+    for row in data["e2e"]:
+        for target, measured, verdict in row["targets"]:
+            label = f"{row['model']} e2e x{row['world']}, {row['workers']} workers/GPU: {target}"
+            if verdict == "not measured":
+                errors = "; ".join(f"{k}: {row[k]['error'][:60]}" for k in ("mgpu e2e", "mgpu synthetic", "PyTorch")
+                                   if "error" in row[k])
+                table.add(39, label, errors or "-", False, source)
+            elif verdict == "not applicable":
+                table.rows.append((39, label, measured, "not applicable", source))
+            else:
+                table.add(39, label, measured, verdict == "met", source)
+
+
 HANDLERS = {"gpu": gpu_targets, "dp": dp_targets, "speed": speed_targets, "divergence": divergence_targets,
-            "launcher": launcher_targets, "allreduce": allreduce_targets}
+            "launcher": launcher_targets, "allreduce": allreduce_targets, "strongest": strongest_targets,
+            "e2e": e2e_targets}
 DRIVERS = {"gpu": "bench/gpu_bench.py", "dp": "bench/dp_bench.py", "speed": "bench/speed_bench.py",
            "divergence": "bench/divergence_bench.py", "launcher": "bench/launcher_bench.py",
-           "allreduce": "bench/allreduce_sweep.py"}
+           "allreduce": "bench/allreduce_sweep.py", "strongest": "bench/strongest_bench.py", "e2e": "bench/e2e_bench.py"}
 
 
 def main():

@@ -78,17 +78,12 @@ ImageDataset LoadSplit(const std::string& dir, const ImageFolderSplit& listing, 
 
   std::atomic<int64_t> next{0};
   auto decode_some = [&] {
-    std::vector<uint8_t> chw;
     for (int64_t i = next++; i < n; i = next++) {
       const std::string& path = listing.paths[static_cast<size_t>(i)];
       try {
         const DecodedImage image = DecodeImageFile(path);
-        const int64_t plane = image.height * image.width;
-        chw.resize(static_cast<size_t>(3 * plane));
-        for (int64_t p = 0; p < plane; ++p) {
-          for (int64_t c = 0; c < 3; ++c) chw[static_cast<size_t>(c * plane + p)] = image.rgb[static_cast<size_t>(p * 3 + c)];
-        }
-        ResizeBilinear(chw.data(), 3, ImageSize{image.height, image.width}, pixels + i * 3 * side * side, size);
+        ResizeWindowInterleaved(image.rgb.data(), 3, ImageSize{image.height, image.width},
+                                Window{0, 0, image.height, image.width}, pixels + i * 3 * side * side, size);
       } catch (const std::exception& e) {
         errors[static_cast<size_t>(i)] = e.what();
       }

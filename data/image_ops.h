@@ -26,9 +26,14 @@ enum class Interpolation { kNearest, kBilinear };
 
 // Resamples `window` (which must lie inside the image) to `out_size`, with a triangle filter
 // widened by the scale factor when shrinking (antialiased bilinear, as PIL and torchvision's
-// `antialias=True`). Equal sizes copy exactly. `out`: (C, out_size.height, out_size.width).
+// `antialias=True`), in Pillow's fixed point: the result is PIL's Image.resize(BILINEAR) of the
+// window to the bit. Equal sizes copy exactly. `out`: (C, out_size.height, out_size.width).
 void ResizeWindow(const uint8_t* in, int64_t channels, ImageSize size, Window window,
                   uint8_t* out, ImageSize out_size);
+// The same from an interleaved (H, W, C) image, as the decoders write it, without a transposed
+// copy of the image first; `out` is channel-major all the same.
+void ResizeWindowInterleaved(const uint8_t* in, int64_t channels, ImageSize size, Window window,
+                             uint8_t* out, ImageSize out_size);
 // The whole image resized to `out_size`.
 void ResizeBilinear(const uint8_t* in, int64_t channels, ImageSize size, uint8_t* out,
                     ImageSize out_size);

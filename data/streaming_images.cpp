@@ -255,12 +255,7 @@ std::string StreamingImages::TryLoad(int64_t index, int64_t epoch, uint8_t* out)
     };
     const DecodedRegion region = DecodeImageRegion(bytes.data(), bytes.size(), Where(index), pick, out_size);
     const DecodedImage& image = region.image;
-    const int64_t plane = image.height * image.width;
-    std::vector<uint8_t> chw(static_cast<size_t>(3 * plane));  // ResizeWindow reads channel-major
-    for (int64_t p = 0; p < plane; ++p) {
-      for (int64_t c = 0; c < 3; ++c) chw[static_cast<size_t>(c * plane + p)] = image.rgb[static_cast<size_t>(p * 3 + c)];
-    }
-    ResizeWindow(chw.data(), 3, ImageSize{image.height, image.width}, region.window, out, out_size);
+    ResizeWindowInterleaved(image.rgb.data(), 3, ImageSize{image.height, image.width}, region.window, out, out_size);
     if (flip) FlipHorizontal(out, 3, out_size);
   } catch (const BadInputError& e) {
     return e.what();

@@ -100,6 +100,49 @@ TEST(ImageOps, ResizeMatchesPilsAntialiasedBilinear) {
   EXPECT_EQ(twice, (std::vector<uint8_t>{10, 15, 25, 48, 83, 125, 175, 200}));
 }
 
+// Pillow rounds the first pass to uint8 before the second and, since Pillow 13, runs the vertical
+// pass first when the height shrinks by more than twice as many pixels as the width. Reference
+// values: Pillow 13.0's Image.resize(..., BILINEAR) of these "L" images; a float resize without
+// the intermediate rounding gives 103 and 160, 161 at the marked places.
+TEST(ImageOps, ResizeMatchesPillowToTheBitInEitherPassOrder) {
+  const std::vector<uint8_t> three = {33, 115, 66, 20, 153, 7, 229, 169, 82};  // 3 x 3, horizontal pass first
+  std::vector<uint8_t> tall(9);
+  ResizeBilinear(three.data(), 1, ImageSize{3, 3}, tall.data(), ImageSize{9, 1});
+  EXPECT_EQ(tall, (std::vector<uint8_t>{78, 78, 76, 75, 73, /*103*/ 102, 132, 161, 161}));
+
+  const std::vector<uint8_t> six = {248, 207, 155, 244, 183, 111, 71,  144, 71,  48, 128, 75,  // 6 x 6, vertical first
+                                    158, 50,  37,  169, 241, 51,  181, 222, 161, 104, 244, 226,
+                                    133, 31,  7,   47,  204, 0,   252, 170, 124, 166, 32,  97};
+  std::vector<uint8_t> flat(5);
+  ResizeBilinear(six.data(), 1, ImageSize{6, 6}, flat.data(), ImageSize{1, 5});
+  EXPECT_EQ(flat, (std::vector<uint8_t>{/*160*/ 161, 117, 107, /*161*/ 162, 114}));
+}
+
+// The streaming loader resizes the decoder's interleaved (H, W, 3) pixels directly; it must give
+// what the channel-major resize gives, in both pass orders, up- and downscaling, and for windows
+// that end at the image's last pixel (where the RGB kernel may not read the byte after a row).
+TEST(ImageOps, InterleavedResizeEqualsChannelMajorResize) {
+  const ImageSize size{37, 41};
+  const std::vector<uint8_t> chw = Pattern(3, size);
+  std::vector<uint8_t> hwc(chw.size());
+  for (int64_t p = 0; p < size.height * size.width; ++p) {
+    for (int64_t c = 0; c < 3; ++c) {
+      hwc[static_cast<size_t>(p * 3 + c)] = chw[static_cast<size_t>(c * size.height * size.width + p)];
+    }
+  }
+  const Window windows[] = {{0, 0, 37, 41}, {5, 7, 32, 34}, {30, 1, 7, 9}, {2, 3, 11, 13}};
+  const ImageSize outs[] = {{8, 8}, {37, 41}, {5, 30}, {30, 5}, {64, 50}, {1, 1}, {3, 17}};
+  for (const Window& window : windows) {
+    for (const ImageSize out : outs) {
+      std::vector<uint8_t> planar(static_cast<size_t>(3 * out.height * out.width)), interleaved(planar.size());
+      ResizeWindow(chw.data(), 3, size, window, planar.data(), out);
+      ResizeWindowInterleaved(hwc.data(), 3, size, window, interleaved.data(), out);
+      EXPECT_EQ(interleaved, planar) << "window at " << window.top << "," << window.left << " of " << window.height
+                                     << " x " << window.width << " to " << out.height << " x " << out.width;
+    }
+  }
+}
+
 TEST(RandomWindows, PaddedCropsStayWithinThePadding) {
   const ImageSize size{32, 32};
   std::set<int64_t> tops;

@@ -1,0 +1,287 @@
+"""End to end from JPEGs (issue 39): mgpu's streaming loader against PyTorch's DataLoader +
+torchvision at the same worker count, with mgpu on synthetic data of the same shape as the
+compute limit; ResNet-50 and ResNet-18 at 224 px, amp-bf16, batch 256 per GPU, on one GPU and on
+every GPU of the host.
+
+    python3 bench/e2e_bench.py --build BUILD [--out DIR] [--models resnet50,resnet18] [--worlds 1,N]
+        [--workers W] [--data-dir DIR] [--images 40000] [--bench-python PY] [--run-timeout S]
+        [--mgpu-flags "..."]
+
+Data: a folder of --images JPEGs from bench/make_jpeg_folder.py, made once and kept in
+--data-dir (default $MGPU_CACHE/bench-e2e/jpeg-<images>, MGPU_CACHE defaulting to ~/.cache/mgpu),
+large enough that no epoch ends inside a measurement.
+mgpu: --data-loading stream --augment rrc-flip --resize 224 --channels-last true (dropped, and
+said so, where the mode refuses it) and --num-workers W per rank; DDP over NCCL beyond one GPU.
+Each mgpu configuration runs twice with different --max-steps: images/s is the extra images over
+the extra wall-clock time, CPU cores used the extra CPU seconds of the processes (os.wait4)
+over the same time, so that start-up cancels out; the data-wait share is metrics.csv's
+data_wait_seconds over step_seconds after the warm-up, and metrics.csv's own rate is kept
+beside the wall-clock one as a cross-check. PyTorch: bench/e2e_reference.py (needs torchvision:
+--bench-python, default $MGPU_BENCH_PYTHON, else bench/setup_bench_env.sh's venv).
+W defaults to the host's cores divided by the GPUs of the row.
+
+Targets: e2e >= 95% of mgpu's synthetic rate where the host has >= 12 cores per GPU; mgpu e2e
+>= 1.0x PyTorch on one GPU, >= 1.5x on 2+. Writes DIR/e2e-bench.json, prints a Markdown table.
+"""
+import argparse
+import csv
+import datetime
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from results_folder import default_results_folder  # noqa: E402
+
+BATCH = 256  # per GPU
+WARMUP, SHORT, LONG = 15, 15, 60  # steps: warm-up, then the two run lengths measured after it
+CORES_PER_GPU_FOR_COMPUTE_TARGET = 12
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(cmd, world, log_path, timeout):
+    """Runs `cmd` as `world` ranks (torchrun's environment beyond one): (wall s, CPU s, error)."""
+    port, procs = free_port(), []
+    started = time.monotonic()
+    with open(log_path, "w") as log:
+        for rank in range(world):
+            env = dict(os.environ, NCCL_NVLS_ENABLE="0")
+            if world > 1:
+                env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
+                           MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+            procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
+        cpu, codes, deadline = 0.0, {}, started + timeout
+        while len(codes) < world:
+            for p in procs:
+                if p.pid in codes:
+                    continue
+                pid, status, usage = os.wait4(p.pid, os.WNOHANG)  # CPU time of the process and its threads
+                if pid:
+                    codes[p.pid] = os.waitstatus_to_exitcode(status)
+                    p.returncode = codes[p.pid]
+                    cpu += usage.ru_utime + usage.ru_stime
+            failed = any(codes.values())
+            if len(codes) < world and (failed or time.monotonic() > deadline):
+                for p in procs:  # a rank that failed leaves the others waiting for it: stop them too
+                    if p.pid not in codes:
+                        p.kill()
+                        codes[p.pid] = os.waitstatus_to_exitcode(os.waitpid(p.pid, 0)[1])
+                if not failed:
+                    return None, None, f"stopped after --run-timeout {timeout} s (log: {log_path})"
+            if len(codes) < world:
+                time.sleep(0.01)  # the wall clock's resolution, against runs of many seconds
+    wall = time.monotonic() - started
+    if any(codes.values()):
+        with open(log_path) as f:
+            ranks = ", ".join(f"rank {r}: {codes[p.pid]}" for r, p in enumerate(procs))
+            return None, None, f"exit codes {ranks}: {f.read().strip()[-300:]} (log: {log_path})"
+    return wall, cpu, None
+
+
+def data_wait_share(out):
+    """metrics.csv's data wait over step time, steps after the warm-up weighted by their count."""
+    with open(os.path.join(out, "metrics.csv")) as f:
+        rows = list(csv.DictReader(f))
+    wait = step = 0.0
+    for before, r in zip([{"step": 0}] + rows, rows):  # each row holds the mean of the steps since `before`
+        first, n = int(before["step"]), int(r["step"]) - int(before["step"])
+        if first >= WARMUP:
+            wait += n * float(r["data_wait_seconds"])
+            step += n * float(r["step_seconds"])
+    return wait / step if step else None
+
+
+def mgpu_pair(args, name, base_flags, world):
+    """The short and the long run of one mgpu configuration: the row's measurements, or an error."""
+    from gpu_bench import log_every_for, measured_throughput  # imports torch: only where a row runs
+
+    runs = {}
+    for length, steps in (("short", SHORT), ("long", LONG)):
+        out = os.path.join(args.out, f"{name}-{length}")
+        cmd = [os.path.join(args.build, "bin", "mgpu-worker"), *base_flags, "--batch-size", str(BATCH * world),
+               "--max-steps", str(WARMUP + steps), "--log-every", str(log_every_for(WARMUP, steps)), "--out", out]
+        wall, cpu, error = launch(cmd, world, out + ".log", args.run_timeout)
+        if error:
+            return {"error": error}
+        runs[length] = (wall, cpu, out)
+    extra_wall = runs["long"][0] - runs["short"][0]
+    if extra_wall <= 0:
+        return {"error": f"the longer run took no longer ({extra_wall:.2f} s): too few steps to measure"}
+    out = runs["long"][2]
+    rate, _, _ = measured_throughput(out, WARMUP, BATCH * world)
+    with open(os.path.join(out, "summary.json")) as f:
+        parameters = json.load(f).get("parameters")
+    return {"images_per_second": BATCH * world * (LONG - SHORT) / extra_wall, "parameters": parameters,
+            "cpu_cores_used": (runs["long"][1] - runs["short"][1]) / extra_wall,
+            "data_wait_share": data_wait_share(out), "metrics_csv_images_per_second": rate,
+            "wall_seconds": {k: v[0] for k, v in runs.items()}}
+
+
+def mgpu_rows(args, model, world, workers):
+    common = ["--model", model, "--precision", "amp-bf16", "--optimizer", "sgd", "--momentum", "0.9", "--lr", "0.01",
+              "--epochs", "1000", "--num-workers", str(workers), "--progress", "lines", "--device", "cuda",
+              *args.mgpu_flags.split()]
+    if world > 1:
+        common += ["--mode", "ddp", "--backend", "nccl"]
+    stream = ["--dataset", "imagefolder", "--data-dir", args.data_dir, "--data-loading", "stream", "--augment",
+              "rrc-flip", "--resize", "224", "--image-size", "224"]
+    synthetic = ["--dataset", "synthetic", "--image-size", "224", "--synthetic-test", "256",
+                 "--synthetic-train", str(BATCH * world * (WARMUP + LONG + 1))]
+    rows = {}
+    for kind, flags in (("mgpu e2e", stream), ("mgpu synthetic", synthetic)):
+        name = f"{model}-x{world}-{kind.split()[1]}"
+        row = mgpu_pair(args, name, common + flags + ["--channels-last", "true"], world)
+        if "error" in row and "channels-last" in row["error"]:  # a mode without channels-last yet
+            row = mgpu_pair(args, name, common + flags, world)
+            row["note"] = "without --channels-last (this mode refused it)"
+        rows[kind] = row
+    return rows
+
+
+def pytorch_row(args, model, world, workers):
+    cmd = [args.bench_python, os.path.join(HERE, "e2e_reference.py"), "--data-dir", args.data_dir, "--model", model,
+           "--world", str(world), "--workers", str(workers), "--batch", str(BATCH), "--warmup", str(WARMUP),
+           "--steps", str(LONG), "--port", str(free_port())]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.run_timeout,
+                              env=dict(os.environ, NCCL_NVLS_ENABLE="0"))
+    except subprocess.TimeoutExpired:
+        return {"error": f"stopped after --run-timeout {args.run_timeout} s"}
+    line = next((l for l in done.stdout.splitlines() if l.startswith("{")), None)
+    return json.loads(line) if line else {"error": f"exit code {done.returncode}: {done.stderr.strip()[-300:]}"}
+
+
+def targets(row, cores_per_gpu):
+    """[(target, measured, verdict)] of one (model, world) row."""
+    e2e, synthetic, torch_row = row["mgpu e2e"], row["mgpu synthetic"], row["PyTorch"]
+    rate = lambda r: r.get("images_per_second") if "error" not in r else None  # noqa: E731
+    found = []
+    if rate(e2e) and rate(synthetic):
+        share = rate(e2e) / rate(synthetic)
+        applies = cores_per_gpu >= CORES_PER_GPU_FOR_COMPUTE_TARGET
+        found.append((f"e2e >= 95% of synthetic (applies at >= {CORES_PER_GPU_FOR_COMPUTE_TARGET} cores/GPU)",
+                      f"{share:.0%} at {cores_per_gpu:.0f} cores/GPU",
+                      ("met" if share >= 0.95 else "missed") if applies else "not applicable"))
+    else:
+        found.append(("e2e >= 95% of synthetic", "-", "not measured"))
+    need = 1.0 if row["world"] == 1 else 1.5
+    if rate(e2e) and rate(torch_row):
+        x = rate(e2e) / rate(torch_row)
+        found.append((f"e2e >= {need}x PyTorch", f"{x:.2f}x", "met" if x >= need else "missed"))
+    else:
+        found.append((f"e2e >= {need}x PyTorch", "-", "not measured"))
+    return found
+
+
+def ensure_data(args):
+    if os.path.isdir(os.path.join(args.data_dir, "train")):
+        return None
+    done = subprocess.run([args.bench_python, os.path.join(HERE, "make_jpeg_folder.py"), args.data_dir, "--images",
+                           str(args.images)], capture_output=True, text=True)
+    return None if done.returncode == 0 else f"make_jpeg_folder.py failed: {done.stderr.strip()[-300:]}"
+
+
+def print_table(rows, meta):
+    print(f"\n{meta['gpus']}x {meta['gpu']}, {meta['cores']} cores, torch {meta['torch']}, {meta['date']}; "
+          f"{meta['images']} JPEGs, batch {BATCH}/GPU, amp-bf16\n")
+    print("| model | GPUs | workers/GPU | run | img/s | CPU cores used | img/s per core | data wait | note |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for row in rows:
+        for name in ("mgpu e2e", "PyTorch", "mgpu synthetic"):
+            r = row[name]
+            if "error" in r:
+                print(f"| {row['model']} | {row['world']} | {row['workers']} | {name} | - | - | - | - | "
+                      f"{r['error'][:200]} |")
+                continue
+            rate, cores, wait = r["images_per_second"], r.get("cpu_cores_used"), r.get("data_wait_share")
+            checked = r.get("metrics_csv_images_per_second")
+            note = "; ".join(filter(None, [r.get("note"), f"metrics.csv {checked:.0f} img/s" if checked else ""]))
+            per_core = f"{rate / cores:.0f}" if cores and name != "mgpu synthetic" else "-"
+            print(f"| {row['model']} | {row['world']} | {row['workers']} | {name} | {rate:.0f} | "
+                  f"{f'{cores:.1f}' if cores else '-'} | {per_core} | {f'{wait:.1%}' if wait is not None else '-'} | "
+                  f"{note} |")
+        for target, measured, verdict in row["targets"]:
+            print(f"| {row['model']} | {row['world']} | {row['workers']} | target: {target} | {measured} | | | | "
+                  f"**{verdict}** |")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--out", help="default: bench/results/<date>-<host>-e2e/ (bench/results_folder.py)")
+    parser.add_argument("--models", default="resnet50,resnet18")
+    parser.add_argument("--worlds", default="", help="GPU counts, e.g. 1,2; default: 1 and all visible GPUs")
+    parser.add_argument("--workers", type=int, default=0, help="loader workers per GPU (0: cores / GPUs of the row)")
+    parser.add_argument("--images", type=int, default=40000)
+    parser.add_argument("--data-dir", default="")
+    parser.add_argument("--bench-python", default="", help="a Python with torch, torchvision and Pillow")
+    parser.add_argument("--run-timeout", type=int, default=240, help="seconds one process may take")
+    parser.add_argument("--mgpu-flags", default="", help="extra mgpu-worker flags for every mgpu row, e.g. "
+                        "'--cuda-graphs true'")
+    args = parser.parse_args()
+    models = args.models.split(",")
+    if not set(models) <= {"resnet50", "resnet18"}:
+        raise SystemExit(f"--models {args.models}: expected resnet50, resnet18 or both")
+    cache = os.environ.get("MGPU_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "mgpu")
+    args.data_dir = args.data_dir or os.path.join(cache, "bench-e2e", f"jpeg-{args.images}")
+    args.bench_python = (args.bench_python or os.environ.get("MGPU_BENCH_PYTHON")
+                         or os.path.join(cache, "venv-bench", "bin", "python"))
+    try:
+        usable = subprocess.run([args.bench_python, "-c", "import torch, torchvision, PIL, numpy"],
+                                capture_output=True).returncode == 0
+    except OSError:
+        usable = False
+    if not usable:
+        raise SystemExit(f"e2e_bench.py: {args.bench_python} cannot import torch, torchvision, Pillow and numpy; "
+                         "run bash bench/setup_bench_env.sh BUILD (make bench-gpu does) or pass --bench-python")
+    import torch
+
+    gpus = torch.cuda.device_count()
+    if gpus < 1:
+        raise SystemExit("e2e_bench.py: no CUDA device visible")
+    worlds = [int(w) for w in args.worlds.split(",")] if args.worlds else sorted({1, gpus})
+    if any(w < 1 or w > gpus for w in worlds):
+        raise SystemExit(f"--worlds {args.worlds}: this host has {gpus} GPUs")
+    args.out = args.out or default_results_folder("e2e")
+    os.makedirs(args.out, exist_ok=True)
+    error = ensure_data(args)
+    if error:
+        raise SystemExit(f"e2e_bench.py: {error}")
+    cores = os.cpu_count() or 1
+    rows = []
+    for model in models:
+        for world in worlds:
+            workers = args.workers or max(1, cores // world)
+            if world * BATCH * (WARMUP + LONG) > args.images:
+                print(f"warning: {model} x{world}: {world * BATCH * (WARMUP + LONG)} images per measurement, more than "
+                      f"the folder's {args.images}: an epoch ends inside it (--images)", flush=True)
+            row = {"model": model, "world": world, "workers": workers, **mgpu_rows(args, model, world, workers),
+                   "PyTorch": pytorch_row(args, model, world, workers)}
+            row["targets"] = targets(row, cores / world)
+            theirs, ours = row["PyTorch"].get("parameters"), row["mgpu e2e"].get("parameters")
+            if theirs and ours and theirs != ours:
+                print(f"warning: {model} has {ours} parameters in mgpu, {theirs} in torchvision's: the rows do not "
+                      "compare the same model", flush=True)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    meta = {"date": datetime.date.today().isoformat(), "host": platform.node(), "gpu": torch.cuda.get_device_name(0),
+            "gpus": gpus, "cores": cores, "torch": torch.__version__, "images": args.images,
+            "data_dir": args.data_dir, "mgpu_flags": args.mgpu_flags, "command": " ".join(sys.argv),
+            "steps": {"warmup": WARMUP, "short": SHORT, "long": LONG, "batch_per_gpu": BATCH}}
+    with open(os.path.join(args.out, "e2e-bench.json"), "w") as f:
+        json.dump({"meta": meta, "e2e": rows}, f, indent=2)
+    print_table(rows, meta)
+
+
+if __name__ == "__main__":
+    main()

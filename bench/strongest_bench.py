@@ -1,0 +1,196 @@
+"""mgpu's best single-GPU configuration against PyTorch's strongest (issue 39), per model: LeNet
+batch 32, ResNet-18 and VGG-19 (32 px, batch 256), ResNet-50 (224 px, batch 256), synthetic
+data on the GPU on both sides.
+
+    python3 bench/strongest_bench.py --build BUILD [--out DIR] [--models lenet,resnet18,vgg19,resnet50]
+        [--compile-mode max-autotune-no-cudagraphs|default|reduce-overhead|none] [--run-timeout S]
+
+PyTorch (bench/strongest_reference.py, one process per model): channels_last, autocast bf16, the
+whole step captured with torch.cuda.graph, once eager ("graphed") and once with torch.compile
+(--compile-mode) before the capture ("compiled"); a row that fails says why ("did not compile:
+..."). The better of the two is the anchor. mgpu: --precision amp-bf16 --channels-last true
+--cuda-graphs true --data-on-device true, run twice with different --max-steps; its throughput is
+the extra images over the extra wall-clock time of the longer run, so that the ~10 s of process
+and CUDA start-up cancel out (metrics.csv's rate of the longer run is kept beside it as a
+cross-check). Targets: mgpu >= 1.0x the anchor on every row, LeNet >= 1.2x.
+Writes DIR/strongest-bench.json and prints a Markdown table.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from results_folder import default_results_folder  # noqa: E402
+
+# Per model: batch, warm-up steps, mgpu's two run lengths (measured steps after the warm-up) and
+# PyTorch's replayed steps, each sized for a few seconds of GPU time on an H100.
+PLAN = {
+    "lenet": {"batch": 32, "warmup": 300, "short": 1000, "long": 21000, "pytorch_steps": 10000},
+    "resnet18": {"batch": 256, "warmup": 20, "short": 50, "long": 1050, "pytorch_steps": 500},
+    "vgg19": {"batch": 256, "warmup": 20, "short": 50, "long": 650, "pytorch_steps": 300},
+    "resnet50": {"batch": 256, "warmup": 10, "short": 10, "long": 70, "pytorch_steps": 40},
+}
+TARGET = {"lenet": 1.2}  # mgpu / PyTorch's strongest; 1.0 for the others
+MGPU_BEST = ["--channels-last", "true", "--cuda-graphs", "true", "--data-on-device", "true"]
+
+
+def pytorch_rows(args, model, modes):
+    """PyTorch's rows of `modes` (torch.compile modes, "none" for eager) from one process, one
+    start-up: {mode: result}; a mode without a line says why."""
+    plan = PLAN[model]
+    cmd = [sys.executable, os.path.join(HERE, "strongest_reference.py"), "--model", model, "--batch",
+           str(plan["batch"]), "--steps", str(plan["pytorch_steps"]), "--warmup", str(plan["warmup"]),
+           "--compile", ",".join(modes)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.run_timeout)
+        stdout, why = done.stdout, f"exit code {done.returncode}: {done.stderr.strip()[-300:]}"
+    except subprocess.TimeoutExpired as e:  # the modes done before it still count
+        stdout = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        why = f"stopped after --run-timeout {args.run_timeout} s"
+    rows = {}
+    for line in stdout.splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            if row.get("stage") == "compile":
+                row["error"] = "did not compile: " + row["error"]
+            rows[row["compile"]] = row
+    return {mode: rows.get(mode, {"error": why}) for mode in modes}
+
+
+def mgpu_process(args, model, steps, out):
+    """One mgpu-worker run of `steps` steps in mgpu's best configuration: (wall seconds, error)."""
+    from gpu_bench import log_every_for  # these import torch: only where a row runs
+    from reference_train import INPUT_SHAPE
+
+    plan = PLAN[model]
+    channels, side = INPUT_SHAPE.get(model, (3, 32))
+    # The same training set for both run lengths (its creation is start-up cost, which must cancel),
+    # at most ~2 GB of float32 on the GPU; the runs go round it in epochs.
+    per_image = channels * side * side * 4
+    images = plan["batch"] * min(plan["warmup"] + plan["long"] + 1, max(2, (2 << 30) // per_image // plan["batch"]))
+    cmd = [os.path.join(args.build, "bin", "mgpu-worker"), "--model", model, "--dataset", "synthetic",
+           "--image-size", str(side), "--synthetic-train", str(images), "--synthetic-test", "256",
+           "--batch-size", str(plan["batch"]), "--max-steps", str(plan["warmup"] + steps), "--epochs", "100000",
+           "--log-every", str(log_every_for(plan["warmup"], steps)), "--optimizer", "sgd", "--momentum", "0.9",
+           "--lr", "0.01", "--precision", "amp-bf16", "--progress", "lines", "--out", out, "--device", "cuda"]
+    started = time.monotonic()
+    with open(out + ".log", "w") as log:
+        try:
+            code = subprocess.run(cmd + MGPU_BEST, stdout=log, stderr=subprocess.STDOUT,
+                                  timeout=args.run_timeout).returncode
+        except subprocess.TimeoutExpired:
+            return None, f"stopped after --run-timeout {args.run_timeout} s"
+    if code != 0:
+        with open(out + ".log") as log:
+            return None, f"exit code {code}: {log.read().strip()[-300:]} (log: {out}.log)"
+    return time.monotonic() - started, None
+
+
+def mgpu_row(args, model):
+    """Two runs of mgpu's best configuration; images/s from their wall-clock difference."""
+    from gpu_bench import measured_throughput
+
+    plan = PLAN[model]
+    wall = {}
+    for length in ("short", "long"):
+        wall[length], error = mgpu_process(args, model, plan[length], os.path.join(args.out, f"{model}-mgpu-{length}"))
+        if error:
+            return {"error": error}
+    extra_seconds = wall["long"] - wall["short"]
+    extra_images = plan["batch"] * (plan["long"] - plan["short"])
+    if extra_seconds <= 0:
+        return {"error": f"the longer run took no longer ({extra_seconds:.2f} s): too few steps to measure"}
+    long_out = os.path.join(args.out, f"{model}-mgpu-long")
+    metrics_rate, _, _ = measured_throughput(long_out, plan["warmup"], plan["batch"])
+    with open(os.path.join(long_out, "summary.json")) as f:
+        parameters = json.load(f).get("parameters")
+    return {"impl": "mgpu", "model": model, "flags": "--precision amp-bf16 " + " ".join(MGPU_BEST),
+            "images_per_second": extra_images / extra_seconds,
+            "steps_per_second": extra_images / extra_seconds / plan["batch"],
+            "metrics_csv_images_per_second": metrics_rate, "parameters": parameters, "wall_seconds": wall}
+
+
+def verdict(model, rows):
+    """(ratio, target, anchor name) of mgpu against the better PyTorch row, or None."""
+    anchors = {name: r["images_per_second"] for name, r in rows.items()
+               if name.startswith("PyTorch") and "images_per_second" in r}
+    mgpu = rows.get("mgpu best", {}).get("images_per_second")
+    if not anchors or not mgpu:
+        return None
+    anchor = max(anchors, key=anchors.get)
+    return mgpu / anchors[anchor], TARGET.get(model, 1.0), anchor
+
+
+def print_table(results, meta):
+    print(f"\n{meta['gpu']}, torch {meta['torch']}, {meta['date']}; mgpu by wall clock over two run lengths, "
+          "PyTorch between synchronizations after warm-up\n")
+    print("| model | run | img/s | steps/s | note |\n| --- | --- | --- | --- | --- |")
+    for model, rows in results.items():
+        for name, r in rows.items():
+            if "images_per_second" in r:
+                note = (f"metrics.csv {r['metrics_csv_images_per_second']:.0f} img/s"
+                        if r.get("metrics_csv_images_per_second") else
+                        (f"compiled in {r['compile_seconds']:.0f} s" if r.get("compile_seconds") else ""))
+                print(f"| {model} | {name} | {r['images_per_second']:.0f} | {r['steps_per_second']:.0f} | {note} |")
+            else:
+                print(f"| {model} | {name} | - | - | {r.get('error', 'no result')[:200]} |")
+        v = verdict(model, rows)
+        if v:
+            ratio, target, anchor = v
+            print(f"| {model} | **mgpu / {anchor}** | {ratio:.2f}x | | target >= {target}x: "
+                  f"{'met' if ratio >= target else 'missed'} |")
+        else:
+            print(f"| {model} | **mgpu / PyTorch strongest** | - | | target >= {TARGET.get(model, 1.0)}x: not measured |")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--out", help="default: bench/results/<date>-<host>-strongest/ (bench/results_folder.py)")
+    parser.add_argument("--models", default="lenet,resnet18,vgg19,resnet50")
+    parser.add_argument("--compile-mode", default="max-autotune-no-cudagraphs",
+                        choices=["max-autotune-no-cudagraphs", "default", "reduce-overhead", "none"],
+                        help="torch.compile's mode for the compiled PyTorch row (none: leave that row out)")
+    parser.add_argument("--run-timeout", type=int, default=300, help="seconds one process may take (PyTorch's "
+                        "runs both of its rows in one)")
+    args = parser.parse_args()
+    models = args.models.split(",")
+    if not set(models) <= set(PLAN):
+        raise SystemExit(f"--models {args.models}: expected a comma-separated list of {', '.join(PLAN)}")
+    import torch  # after argument checks, so that --help and bad arguments answer at once
+
+    if not torch.cuda.is_available():
+        raise SystemExit("strongest_bench.py: no CUDA device visible; this benchmark compares CUDA-graph steps")
+    args.out = args.out or default_results_folder("strongest")
+    os.makedirs(args.out, exist_ok=True)
+    results = {}
+    for model in models:
+        started = time.monotonic()
+        modes = ["none"] + ([args.compile_mode] if args.compile_mode != "none" else [])
+        reference = pytorch_rows(args, model, modes)
+        rows = {"PyTorch graphed": reference["none"]}
+        if args.compile_mode != "none":
+            rows[f"PyTorch compiled ({args.compile_mode}) + graphed"] = reference[args.compile_mode]
+        rows["mgpu best"] = mgpu_row(args, model)
+        results[model] = rows
+        counts = {r["parameters"] for r in rows.values() if r.get("parameters")}
+        if len(counts) > 1:
+            print(f"warning: {model}: parameter counts {sorted(counts)} differ between the rows: they do not "
+                  "compare the same model", flush=True)
+        print(json.dumps({model: rows, "seconds": time.monotonic() - started}), flush=True)
+    meta = {"date": datetime.date.today().isoformat(), "host": platform.node(), "gpu": torch.cuda.get_device_name(0),
+            "torch": torch.__version__, "cuda": torch.version.cuda, "command": " ".join(sys.argv),
+            "plan": {m: PLAN[m] for m in models}}
+    with open(os.path.join(args.out, "strongest-bench.json"), "w") as f:
+        json.dump({"meta": meta, "strongest": results}, f, indent=2)
+    print_table(results, meta)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""PyTorch's strongest single-GPU training step for bench/strongest_bench.py (issue 39): the model
+channels_last, autocast bf16, the whole step (forward, backward, optimizer) captured once with
+torch.cuda.graph and replayed, and, with --compile MODE, the model compiled by torch.compile
+before the capture. Synthetic data held on the GPU, the shapes and models of
+bench/reference_train.py (mgpu's layouts). Prints one JSON line.
+
+    python3 bench/strongest_reference.py --model resnet18 [--batch 256] [--steps 200] [--warmup 20]
+        [--compile none,default|max-autotune-no-cudagraphs|reduce-overhead] [--optimizer sgd|adam]
+
+The optimizer: SGD with momentum, as every other row of the benchmark. torch 2.11's SGD has no
+`capturable` flag and needs none (it keeps no step count; its momentum buffers exist after the
+warm-up steps, before the capture); --optimizer adam takes Adam(capturable=True), whose step
+count lives on the GPU. Throughput: images over the replayed steps' time, between two
+synchronizations, so neither CUDA start-up nor compilation is in it. Several --compile modes run
+one after the other in one process (one start-up), each printing its line as soon as it is done.
+
+A failure prints {"error": "..."} with the stage that failed (compile, capture, replay) and
+exits 0, so the driver reports it as the row's reason instead of losing the other rows.
+"""
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+import traceback
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_train import INPUT_SHAPE, build  # noqa: E402
+
+
+def make_optimizer(name, params):
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-3, capturable=True)
+    return torch.optim.SGD(params, lr=0.01, momentum=0.9)
+
+
+def graphed_step(model, optimizer, images, labels):
+    """Warms up on a side stream (as torch.cuda.graph requires), captures one whole step and
+    returns the graph; replaying it trains on `images`, `labels` (static tensors)."""
+    def step():
+        # cache_enabled=False: autocast's cache of cast weights must not outlive a capture
+        # (PyTorch's CUDA-graph notes on whole-network capture).
+        with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False):
+            loss = F.cross_entropy(model(images), labels)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            optimizer.zero_grad(set_to_none=True)
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    optimizer.zero_grad(set_to_none=True)  # the graph's backward allocates .grad from its own pool
+    with torch.cuda.graph(graph):
+        step()
+    return graph
+
+
+def measure(args, compile_mode):
+    stage = "build"
+    try:
+        torch.backends.cudnn.benchmark = True
+        device = torch.device("cuda")
+        torch.cuda.reset_peak_memory_stats(device)
+        model = build(args.model).to(device).to(memory_format=torch.channels_last)
+        params = sum(p.numel() for p in model.parameters())
+        channels, side = INPUT_SHAPE.get(args.model, (3, 32))
+        images = torch.randn(args.batch, channels, side, side, device=device).to(memory_format=torch.channels_last)
+        labels = torch.randint(0, 10, (args.batch,), device=device)
+        optimizer = make_optimizer(args.optimizer, model.parameters())
+        forward = model
+        if compile_mode != "none":
+            stage = "compile"
+            started = time.perf_counter()
+            forward = torch.compile(model, mode=None if compile_mode == "default" else compile_mode)
+            # Compiles forward and backward now, under the captured step's autocast settings.
+            with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False):
+                F.cross_entropy(forward(images), labels).backward()
+            optimizer.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+            compile_seconds = time.perf_counter() - started
+        stage = "capture"
+        graph = graphed_step(forward, optimizer, images, labels)
+        stage = "replay"
+        for _ in range(args.warmup):
+            graph.replay()
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        for _ in range(args.steps):
+            graph.replay()
+        torch.cuda.synchronize()
+        seconds = time.perf_counter() - started
+    except Exception as e:  # noqa: BLE001  (every failure becomes the row's stated reason)
+        reason = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+        traceback.print_exc(file=sys.stderr)
+        return {"impl": "pytorch", "model": args.model, "compile": compile_mode, "error": f"{stage} failed: {reason}",
+                "stage": stage}
+    row = {"impl": "pytorch", "model": args.model, "compile": compile_mode, "optimizer": args.optimizer,
+           "batch": args.batch, "parameters": params, "steps": args.steps,
+           "images_per_second": args.batch * args.steps / seconds, "steps_per_second": args.steps / seconds,
+           "peak_memory_bytes": torch.cuda.max_memory_allocated(device)}
+    if compile_mode != "none":
+        row["compile_seconds"] = compile_seconds
+    return row
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="resnet18", choices=["lenet", "resnet18", "vgg19", "resnet50"])
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--compile", default="none",
+                        help="none (eager), default, max-autotune-no-cudagraphs or reduce-overhead; several, "
+                        "separated by commas, run one after the other in this process (one line each)")
+    parser.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"])
+    args = parser.parse_args()
+    modes = args.compile.split(",")
+    known = {"none", "default", "max-autotune-no-cudagraphs", "reduce-overhead"}
+    if not set(modes) <= known:
+        parser.error(f"--compile {args.compile}: expected a comma-separated list of {', '.join(sorted(known))}")
+    for mode in modes:
+        if not torch.cuda.is_available():
+            row = {"impl": "pytorch", "model": args.model, "compile": mode,
+                   "error": "no CUDA device: the strongest configuration is a CUDA-graph one"}
+        else:
+            row = measure(args, mode)
+            gc.collect()  # the graph, its memory pool and the model go before the next mode's
+            torch.cuda.empty_cache()
+        print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
