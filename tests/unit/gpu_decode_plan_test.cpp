@@ -174,7 +174,7 @@ TEST_F(ChooseDecoderTest, GpuWithoutACudaDeviceIsBadInputNamingTheDevice) {
     ChooseDecoder(DecodeMode::kGpu, DecodeCircumstances{false, false, streaming_.get()});
     FAIL() << "--decode gpu on the CPU was accepted";
   } catch (const BadInputError& e) {
-    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_EQ(e.code(), ExitCode::kBadInput);
     EXPECT_NE(std::string(e.what()).find("--decode gpu: the training device is not a CUDA device"), std::string::npos)
         << e.what();
     EXPECT_NE(std::string(e.what()).find("--decode cpu"), std::string::npos) << e.what();
