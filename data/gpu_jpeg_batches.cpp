@@ -448,7 +448,8 @@ std::string GpuJpegBatches::Describe() const { return impl_->decoder->Describe()
 
 int64_t GpuJpegBatches::MemoryBoundBytes() const {
   const int64_t batch_bytes = impl_->batch_size * 3 * impl_->side * impl_->side * 4;
-  return (kBatchesAhead + 1) * batch_bytes + std::max(kDecodeBufferBytes, 3 * kMaxGpuPixels);
+  // Waiting in the queue, being built, and the one the training step holds.
+  return (kBatchesAhead + 2) * batch_bytes + std::max(kDecodeBufferBytes, 3 * kMaxGpuPixels);
 }
 
 #endif

@@ -16,7 +16,8 @@
 // The producer waits for the side stream before handing a batch out, so a batch is complete when
 // Next() returns it; Next() tells the caching allocator that the compute stream uses it.
 //
-// Device memory: at most kBatchesAhead + 1 float batches (B x 3 x side x side x 4 bytes), one
+// Device memory: at most kBatchesAhead + 2 float batches (B x 3 x side x side x 4 bytes: those
+// waiting, the one being built, the one the step holds), one
 // decode chunk's buffer (<= kDecodeBufferBytes, or one image of <= 3 x kMaxGpuPixels bytes), and
 // nvJPEG's own state; MemoryBoundBytes() says how much, for the start-up table.
 #pragma once
