@@ -21,9 +21,6 @@
 #              + graphs against PyTorch eager (issue 10)
 #   allreduce  bench/allreduce_sweep.py: bus bandwidth through mgpu's communicator and PyTorch's
 #   launcher   bench/launcher_bench.py: mgpu run vs mpirun vs torchrun's environment
-#   gpu-decode mgpu-loader-bench --decode gpu and cpu at 2 and 4 threads on one GPU: nvJPEG's
-#              decode-only img/s per GPU beside the CPU loader's per core (issue 40; needs Pillow
-#              in MGPU_PYTHON once, to generate the JPEG folder)
 # then bench/targets.py: one table of every target, met or missed, into OUT_DIR/targets.md.
 # A driver that fails is reported and the others still run; the exit code is 1 if any failed.
 # Issue 10 asks for all of it within 10 minutes on a 2-GPU host, so by default each driver runs
@@ -96,19 +93,8 @@ if [ "$GPUS" -ge 2 ]; then
   step launcher launcher-bench.json "$PYTHON" "$HERE/launcher_bench.py" --build "$BUILD" --out "$OUT/launcher" \
     --gpus 2 --repeats 1
 fi
-# Issue 40: decode-only rows, their own JSON lines (not in targets.py's inputs).
-gpu_decode() {
-  local data=${MGPU_CACHE:-$HOME/.cache/mgpu}/bench-loader/jpeg-20k
-  [ -d "$data/train" ] || "$PYTHON" "$HERE/make_jpeg_folder.py" "$data" || return 1
-  for threads in 2 4; do
-    for decode in gpu cpu; do
-      "$BUILD/bin/mgpu-loader-bench" --data-dir "$data" --decode "$decode" --num-workers "$threads" \
-        --max-images 20000 || return 1
-    done
-  done > "$OUT/gpu-decode/gpu-decode.jsonl"
-  cat "$OUT/gpu-decode/gpu-decode.jsonl"
-}
-step gpu-decode gpu-decode.jsonl gpu_decode
+# Issue 40's --decode gpu rows (decode only, and end to end at 4 and 2 threads per GPU).
+step gpu-decode gpu-decode.jsonl bash "$HERE/gpu_decode_bench.sh" "$BUILD" "$OUT/gpu-decode" "$PYTHON"
 results=()
 for f in gpu/bench-results.json gpu-graphs/bench-results.json divergence/divergence-bench.json dp/dp-bench-results.json speed/speed-bench.json \
          allreduce/allreduce-sweep.json launcher/launcher-bench.json; do
