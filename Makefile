@@ -18,7 +18,7 @@ configure: $(BUILD_DIR)/build.ninja
 $(BUILD_DIR)/build.ninja: $(ENV_FILE) CMakeLists.txt
 	. ./$(ENV_FILE) && cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DCMAKE_PREFIX_PATH="$$TORCH_PREFIX" -DMGPU_PYTHON="$$MGPU_PYTHON" \
-	  -DMGPU_TEST_PYTHON="$$MGPU_TEST_PYTHON"
+	  -DMGPU_TEST_PYTHON="$$MGPU_TEST_PYTHON" -DMGPU_NVJPEG_INCLUDE_DIR="$$NVJPEG_INCLUDE_DIR"
 
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)

@@ -132,6 +132,8 @@ if [ "$GPUS" -ge 2 ]; then
   step launcher launcher-bench.json "$PYTHON" "$HERE/launcher_bench.py" --build "$BUILD" --out "$OUT/launcher" \
     --gpus 2 --repeats 1
 fi
+# Issue 40's --decode gpu rows (decode only, and end to end at 4 and 2 threads per GPU).
+step gpu-decode gpu-decode.jsonl bash "$HERE/gpu_decode_bench.sh" "$BUILD" "$OUT/gpu-decode" "$PYTHON"
 results=()
 for f in gpu/bench-results.json gpu-graphs/bench-results.json divergence/divergence-bench.json dp/dp-bench-results.json speed/speed-bench.json \
          strongest/strongest-bench.json e2e/e2e-bench.json allreduce/allreduce-sweep.json launcher/launcher-bench.json; do

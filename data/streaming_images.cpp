@@ -233,25 +233,32 @@ std::string StreamingImages::Where(int64_t index) const {
   return entry.size < 0 ? file : fmt::format("{} (member at byte {})", file, entry.offset);
 }
 
+CropPlan StreamingImages::PlanCrop(int64_t index, int64_t epoch, ImageSize full) const {
+  switch (options_.transform) {
+    case StreamTransform::kRandomResizedCropFlip: {
+      CounterRng rng(options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(index));
+      CropPlan plan;
+      plan.window = DrawResizedCrop(rng, full);
+      plan.flip = rng.Coin();
+      return plan;
+    }
+    case StreamTransform::kResizeCenterCrop:
+      return CropPlan{CenterCropWindow(full, options_.side), false};
+    case StreamTransform::kStretch:
+      break;
+  }
+  return CropPlan{Window{0, 0, full.height, full.width}, false};
+}
+
 std::string StreamingImages::TryLoad(int64_t index, int64_t epoch, uint8_t* out) const {
   const ImageSize out_size = image_size();
   try {
     const std::vector<uint8_t> bytes = ReadEncoded(index);
-    CounterRng rng(options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(index));
     bool flip = false;
     const auto pick = [&](ImageSize full) {
-      switch (options_.transform) {
-        case StreamTransform::kRandomResizedCropFlip: {
-          const Window window = DrawResizedCrop(rng, full);
-          flip = rng.Coin();
-          return window;
-        }
-        case StreamTransform::kResizeCenterCrop:
-          return CenterCropWindow(full, options_.side);
-        case StreamTransform::kStretch:
-          break;
-      }
-      return Window{0, 0, full.height, full.width};
+      const CropPlan plan = PlanCrop(index, epoch, full);
+      flip = plan.flip;
+      return plan.window;
     };
     const DecodedRegion region = DecodeImageRegion(bytes.data(), bytes.size(), Where(index), pick, out_size);
     const DecodedImage& image = region.image;
@@ -273,11 +280,15 @@ int64_t StreamingImages::Load(int64_t index, int64_t epoch, uint8_t* out) const 
       throw BadInputError(fmt::format("{}\nReplace or remove the image, or pass --on-bad-image skip to train on "
                                       "without it", error));
     }
-    std::lock_guard<std::mutex> lock(skipped_mutex_);
-    if (skipped_.insert(candidate).second) newly_skipped_.push_back("skipped unreadable image " + error);
+    RecordSkipped(candidate, error);
   }
   throw BadInputError(fmt::format("{}: none of its {} images can be decoded; see the skipped images above",
                                   options_.name, n));
+}
+
+void StreamingImages::RecordSkipped(int64_t index, const std::string& error) const {
+  std::lock_guard<std::mutex> lock(skipped_mutex_);
+  if (skipped_.insert(index).second) newly_skipped_.push_back("skipped unreadable image " + error);
 }
 
 int64_t StreamingImages::skipped() const {

@@ -75,6 +75,13 @@ struct StreamOptions {
 // The window kResizeCenterCrop takes from an image of `full` size, in its pixels.
 Window CenterCropWindow(ImageSize full, int64_t side);
 
+// What a sample's transform takes from an image of its full size: the window (in the full
+// image's pixels) to resize to side x side, and whether to mirror the result.
+struct CropPlan {
+  Window window;
+  bool flip = false;
+};
+
 class StreamingImages : public SampleSource {
  public:
   StreamingImages(EncodedSamples samples, std::vector<std::string> class_names, StreamOptions options);
@@ -95,9 +102,16 @@ class StreamingImages : public SampleSource {
   int64_t label(int64_t index) const { return samples_.labels[static_cast<size_t>(index)]; }
   // The sample's place for messages: its path, or its shard and byte offset.
   std::string Where(int64_t index) const;
+  // The sample's encoded bytes. Throws BadInputError.
+  std::vector<uint8_t> ReadEncoded(int64_t index) const;
+  // The crop of sample `index` in `epoch` for an image of `full` size: the random draws TryLoad
+  // makes, so a decoder on the device crops exactly as the CPU path does.
+  CropPlan PlanCrop(int64_t index, int64_t epoch, ImageSize full) const;
+  const StreamOptions& options() const { return options_; }
+  // Counts an undecodable sample replaced under skip (a device decoder's finding), logged once.
+  void RecordSkipped(int64_t index, const std::string& error) const;
 
  private:
-  std::vector<uint8_t> ReadEncoded(int64_t index) const;
 
   const EncodedSamples samples_;
   const std::vector<std::string> class_names_;

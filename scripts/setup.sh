@@ -10,6 +10,8 @@
 # LibTorch comes from, in order: Torch_DIR or TORCH_PREFIX if set; `python3 -c 'import torch'`
 # if that works; else the pinned torch wheel in a virtual environment cached outside the
 # checkout (MGPU_CACHE, default ~/.cache/mgpu).
+# NVJPEG_INCLUDE_DIR in ENV_FILE: the folder of nvjpeg.h for `--decode gpu`, from the
+# nvidia-nvjpeg wheel installed beside that torch (empty where none: the feature is compiled out).
 set -euo pipefail
 
 readonly TORCH_VERSION=2.11.0
@@ -17,6 +19,9 @@ readonly ENV_FILE=${1:?usage: scripts/setup.sh ENV_FILE}
 readonly CACHE_DIR=${MGPU_CACHE:-$HOME/.cache/mgpu}
 readonly VENV=$CACHE_DIR/venv-torch-$TORCH_VERSION
 readonly TENSORBOARD_VERSION=2.21.0
+# nvJPEG for `--decode gpu`: the release series of the torch wheel's CUDA (13.0). Only its header is
+# used at build time; libnvjpeg is opened at run time (dlopen).
+readonly NVJPEG_SPEC='nvidia-nvjpeg==13.0.*'
 # Its own small venv, not the torch one: MGPU_PYTHON may be a system Python that pip must not
 # change, and the tests need nothing from torch.
 readonly TEST_VENV=$CACHE_DIR/venv-tensorboard-$TENSORBOARD_VERSION
@@ -94,14 +99,43 @@ install_test_python() {
   "$TEST_VENV/bin/pip" install -q --disable-pip-version-check "tensorboard==$TENSORBOARD_VERSION"
 }
 
+# Prints the folder holding nvjpeg.h beside the Python `python` (installing the wheel into a venv
+# this script made), or nothing.
+find_nvjpeg_header() {
+  local python=$1
+  [ -n "$python" ] || return 0
+  if [ "$python" = "$VENV/bin/python" ] && [ -z "$(find_nvjpeg_in "$python")" ]; then
+    say "nvJPEG: installing $NVJPEG_SPEC into $VENV (about 10 MB, once)" >&2
+    "$VENV/bin/pip" install -q --disable-pip-version-check "$NVJPEG_SPEC" >&2
+  fi
+  find_nvjpeg_in "$python"
+}
+
+find_nvjpeg_in() {
+  "$1" - <<'PY' 2>/dev/null || true
+import glob, os, site
+for root in site.getsitepackages():
+    for header in sorted(glob.glob(os.path.join(root, "nvidia", "*", "include", "nvjpeg.h"))):
+        print(os.path.dirname(header))
+        raise SystemExit
+PY
+}
+
 install_debian_packages
 install_test_python
 mapfile -t torch_info < <(find_torch)
+nvjpeg_include=$(find_nvjpeg_header "${torch_info[1]}")
+if [ -n "$nvjpeg_include" ]; then
+  say "nvJPEG: header in $nvjpeg_include"
+else
+  say "nvJPEG: no nvjpeg.h beside this torch; --decode gpu is compiled out"
+fi
 mkdir -p "$(dirname "$ENV_FILE")"
 cat > "$ENV_FILE.tmp" <<ENV
 TORCH_PREFIX=${torch_info[0]}
 MGPU_PYTHON=${torch_info[1]}
 MGPU_TEST_PYTHON=$TEST_VENV/bin/python
+NVJPEG_INCLUDE_DIR=$nvjpeg_include
 ENV
 mv "$ENV_FILE.tmp" "$ENV_FILE"
 say "wrote $ENV_FILE"

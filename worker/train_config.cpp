@@ -213,6 +213,10 @@ std::vector<OptionSpec> BuildOptions() {
                            "imagefolder, webdataset: hold the images decoded in memory (memory), or decode them in "
                            "the loader threads every epoch (stream; the ImageNet scale); auto streams when the "
                            "decoded images would exceed 25% of physical memory"));
+  o.push_back(StringOption("decode", {}, &TrainConfig::decode, {"cpu", "gpu", "auto"},
+                           "imagefolder, webdataset with --data-loading stream: decode JPEGs in the loader threads "
+                           "(cpu), or with nvJPEG on the training GPU, the threads reading files and drawing crops "
+                           "(gpu); auto: gpu where a CUDA device, nvJPEG and JPEG data are there, else cpu"));
   o.push_back(IntOption("synthetic-train", {}, &TrainConfig::synthetic_train, 1,
                         "synthetic: number of training images"));
   o.push_back(IntOption("synthetic-test", {}, &TrainConfig::synthetic_test, 1,
@@ -699,6 +703,12 @@ void ValidateSpeedOptions(const TrainConfig& config, const Augmentation& augment
     throw BadInputError(fmt::format("--channels-last supports --mode single only, not --mode {} (the replicas' and "
                                     "buckets' flat parameter copies assume the default layout)",
                                     config.mode));
+  }
+  if (config.decode == "gpu" && (config.data_loading == "memory" ||
+                                 (config.dataset != "imagefolder" && config.dataset != "webdataset"))) {
+    throw BadInputError(fmt::format("--decode gpu decodes streamed JPEGs (--dataset imagefolder or webdataset with "
+                                    "--data-loading stream or auto), not --dataset {} with --data-loading {}; "
+                                    "pass --decode cpu or change those", config.dataset, config.data_loading));
   }
   if (config.data_loading == "stream") {
     if (config.dataset != "imagefolder" && config.dataset != "webdataset") {

@@ -18,6 +18,9 @@
 #include "data/device_prefetcher.h"
 #include "data/device_resident_batches.h"
 #include "data/datasets.h"
+#include "data/decode_mode.h"
+#include "data/gpu_jpeg_batches.h"
+#include "data/streaming_images.h"
 #include "data/image_dataset.h"
 #include "dataparallel/captured_graph.h"
 #include "dataparallel/data_parallel.h"
@@ -230,6 +233,7 @@ nlohmann::json SummaryFromConfig(const TrainConfig& config, const WorldInfo& wor
       {"batch_size", config.batch_size},
       {"num_workers", config.num_workers},
       {"data_loading", nullptr},
+      {"decode", nullptr},
       {"train_samples", nullptr},
       {"test_samples", nullptr},
       {"skipped_images", 0},
@@ -307,11 +311,17 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
   const ImageSize image_size = data.train->image_size();
   // Streamed images that could not be decoded (--on-bad-image skip): logged as found, counted in
   // the summary.
+  GpuJpegBatches* gpu_decoder = nullptr;  // --decode gpu: its fallback counts go to summary.json
   auto report_skipped_images = [&] {
     for (const auto* source : {data.train.get(), data.test.get()}) {
       for (const std::string& message : source->TakeNewlySkipped()) log.warn("{}", message);
     }
     summary["skipped_images"] = data.train->skipped() + data.test->skipped();
+    if (gpu_decoder != nullptr) {
+      const GpuDecodeStats stats = gpu_decoder->stats();
+      summary["gpu_decode"] = {{"images", stats.gpu_images}, {"cpu_fallbacks", stats.cpu_fallbacks},
+                               {"fallback_reasons", stats.fallback_reasons}};
+    }
   };
 
   // Model, DDP wrapper and optimizer.
@@ -365,8 +375,18 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
   DistributedSampler sampler(data.train->size(), world.rank, world.world_size, /*shuffle=*/true, config.seed);
   std::optional<BatchLoader> loader;      // host batches, unless the data set lives on the device
   std::unique_ptr<BatchSource> batches;  // batches on the training device (--mode dp: on the host)
+  const DecodeChoice decode = ChooseDecoder(
+      ParseDecodeMode(config.decode),
+      DecodeCircumstances{device.is_cuda(), static_cast<bool>(data_parallel), data.train.get()});
+  summary["decode"] = decode.gpu ? "gpu" : "cpu";
   if (config.data_on_device) {
     batches = std::make_unique<DeviceResidentBatches>(data.memory->train, micro_batch, device);
+  } else if (decode.gpu) {
+    auto streamed = std::dynamic_pointer_cast<const StreamingImages>(data.train);
+    auto gpu_batches = std::make_unique<GpuJpegBatches>(streamed, device, micro_batch,
+                                                        static_cast<int>(config.num_workers));
+    gpu_decoder = gpu_batches.get();
+    batches = std::move(gpu_batches);
   } else {
     loader.emplace(data.train, LoaderOptions{micro_batch, static_cast<int>(config.num_workers), 2, device.is_cuda()});
     // --mode dp: batches stay in (pinned) host memory; each replica copies its own slice.
@@ -432,6 +452,10 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
                                                       config.num_workers > 0
                                                           ? fmt::format("{} loader threads", config.num_workers)
                                                           : std::string("the training thread"))},
+                   {"decode", gpu_decoder ? fmt::format("{}: {}; device memory <= {} MiB", decode.why,
+                                                        gpu_decoder->Describe(),
+                                                        gpu_decoder->MemoryBoundBytes() >> 20)
+                                          : decode.why},
                    {"model", fmt::format("{} ({} parameters)", config.model, CountParameters(*model))},
                    {"model dtype / autocast", fmt::format("{} / {}", c10::toString(ModelDtype(precision)),
                                                            AutocastDtype(precision)

@@ -102,5 +102,25 @@ TEST_F(StreamLoaderCli, StreamOnADataSetHeldInMemoryExitsWith2) {
   EXPECT_NE(shards.output.find("--dataset webdataset reads DIR/train/*.tar"), std::string::npos) << shards.output;
 }
 
+// --decode (data/decode_mode.h): gpu where it cannot run exits 2 naming why; auto runs on the
+// CPU and says so in summary.json and the start-up table.
+TEST_F(StreamLoaderCli, DecodeGpuWithoutCudaExitsWith2AndAutoDecodesOnTheCpu) {
+  WriteColourImageFolder(data_.path(), ColourSetOptions{kClasses, 4, 2, 30, 40, 15});
+  CommandResult result = Train("gpu", "imagefolder", data_.path(),
+                               {"--data-loading", "stream", "--epochs", "1", "--decode", "gpu"});
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("--decode gpu: the training device is not a CUDA device"), std::string::npos)
+      << result.output;
+  result = Train("gpu-memory", "imagefolder", data_.path(), {"--data-loading", "memory", "--decode", "gpu"});
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("--decode gpu decodes streamed JPEGs"), std::string::npos) << result.output;
+
+  result = Train("auto", "imagefolder", data_.path(), {"--data-loading", "stream", "--epochs", "1", "--decode", "auto"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(Summary("auto")["decode"], "cpu");
+  EXPECT_NE(ReadText(out_ / "auto/logs/rank-0.log").find("cpu (--decode auto: the training device is not a CUDA"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace mgpu

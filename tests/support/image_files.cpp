@@ -89,6 +89,52 @@ std::string EncodeJpeg(int width, int height, const std::vector<uint8_t>& rgb, i
   return bytes;
 }
 
+std::string EncodeJpegVariant(int width, int height, const std::vector<uint8_t>& rgb, const JpegVariant& variant) {
+  // A minimal big-endian TIFF inside "Exif\0\0": one IFD entry, Orientation (0x0112) = 6.
+  static const uint8_t kExif[] = {'E', 'x', 'i', 'f', 0, 0, 'M', 'M', 0, 42, 0, 0, 0, 8, 0, 1,
+                                  0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, 6, 0, 0, 0, 0, 0, 0};
+  jpeg_compress_struct info;
+  jpeg_error_mgr errors;
+  info.err = jpeg_std_error(&errors);
+  jpeg_create_compress(&info);
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&info, &buffer, &size);
+  info.image_width = static_cast<JDIMENSION>(width);
+  info.image_height = static_cast<JDIMENSION>(height);
+  const int components = variant.grayscale ? 1 : variant.cmyk ? 4 : 3;
+  info.input_components = components;
+  info.in_color_space = variant.grayscale ? JCS_GRAYSCALE : variant.cmyk ? JCS_CMYK : JCS_RGB;
+  jpeg_set_defaults(&info);
+  jpeg_set_quality(&info, variant.quality, TRUE);
+  if (components == 3) {
+    const int h = variant.sampling == JpegSampling::k444 ? 1 : variant.sampling == JpegSampling::k411 ? 4 : 2;
+    const int v = variant.sampling == JpegSampling::k420 ? 2 : 1;
+    info.comp_info[0].h_samp_factor = h;
+    info.comp_info[0].v_samp_factor = v;
+  }
+  if (variant.progressive) jpeg_simple_progression(&info);
+  jpeg_start_compress(&info, TRUE);
+  if (variant.exif) jpeg_write_marker(&info, JPEG_APP0 + 1, kExif, sizeof(kExif));
+  std::vector<uint8_t> row(static_cast<size_t>(width * components));
+  while (info.next_scanline < info.image_height) {
+    const uint8_t* in = rgb.data() + static_cast<size_t>(info.next_scanline) * width * 3;
+    for (int x = 0; x < width; ++x) {
+      for (int c = 0; c < components; ++c) {
+        const uint8_t value = variant.grayscale ? in[x * 3 + 1] : c < 3 ? in[x * 3 + c] : 0;
+        row[static_cast<size_t>(x * components + c)] = variant.cmyk && c < 3 ? 255 - value : value;
+      }
+    }
+    JSAMPROW pointer = row.data();
+    jpeg_write_scanlines(&info, &pointer, 1);
+  }
+  jpeg_finish_compress(&info);
+  jpeg_destroy_compress(&info);
+  std::string bytes(reinterpret_cast<char*>(buffer), size);
+  std::free(buffer);
+  return bytes;
+}
+
 std::vector<uint8_t> TestPicture(int width, int height) {
   std::vector<uint8_t> rgb;
   for (int y = 0; y < height; ++y) {

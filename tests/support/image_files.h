@@ -12,6 +12,19 @@ namespace mgpu::testing {
 // JPEG bytes of a width x height image given as (H, W, 3) RGB.
 std::string EncodeJpeg(int width, int height, const std::vector<uint8_t>& rgb, int quality = 95);
 
+// The JPEG codings a decoder must agree on (the --decode gpu tests): JpegVariant's fields say
+// how EncodeJpegVariant codes the picture.
+enum class JpegSampling { k420, k422, k444, k411 };
+struct JpegVariant {
+  bool progressive = false;
+  bool grayscale = false;  // one component, from the picture's green channel
+  bool cmyk = false;       // four components (Adobe CMYK), C = 255 - R, M = 255 - G, Y = 255 - B, K = 0
+  bool exif = false;       // an APP1 "Exif" segment (orientation 6) before the frame
+  JpegSampling sampling = JpegSampling::k420;
+  int quality = 95;
+};
+std::string EncodeJpegVariant(int width, int height, const std::vector<uint8_t>& rgb, const JpegVariant& variant);
+
 // A smooth test picture (gradients, and rings of a 125-pixel period), (H, W, 3): decoders' and
 // resizers' geometry shows on it, unlike on flat colour; detail much finer than the output's
 // pixels would measure the filters' different antialiasing instead.
