@@ -44,7 +44,7 @@
 set -uo pipefail
 FULL=false
 ONLY=""
-STEPS="gpu gpu-graphs divergence dp speed strongest e2e allreduce launcher"
+STEPS="gpu gpu-graphs divergence dp speed strongest e2e gpu-decode allreduce launcher"
 usage="usage: bash bench/run_all.sh [--full] [--only STEP,...] BUILD_DIR [OUT_DIR]; steps: ${STEPS// /, }"
 while [ $# -gt 0 ]; do
   case "$1" in
