@@ -47,6 +47,11 @@ struct Batch {
   int64_t index = 0;      // position of the batch within its epoch
   torch::Tensor images;   // (B, C, H, W) float32, normalized with the data set's mean/stddev
   torch::Tensor labels;   // (B) int64
+  // (B) int64 on the device, set instead of images and labels by a source that leaves the
+  // gathering to the training step (DeviceResidentBatches::DeferGather).
+  torch::Tensor sample_indices;
+
+  int64_t size() const { return sample_indices.defined() ? sample_indices.size(0) : labels.size(0); }
 };
 
 class BatchLoader {

@@ -6,6 +6,7 @@
 
 #include "common/status.h"
 #include "dataparallel/data_parallel.h"
+#include "models/memory_format.h"
 
 namespace mgpu {
 
@@ -29,6 +30,23 @@ GraphedTrainStep::GraphedTrainStep(Classifier& model, FusedOptimizer& optimizer,
                                     device_.str()));
   }
   optimizer_.KeepLrOnDevice();
+  const auto sum_options = torch::TensorOptions().dtype(torch::kDouble).device(device_);
+  loss_sum_ = torch::zeros({}, sum_options);
+  loss_images_ = torch::zeros({}, sum_options);
+}
+
+void GraphedTrainStep::GatherFrom(DeviceResidentBatches& source, bool channels_last) {
+  source.DeferGather();
+  gather_source_ = &source;
+  gather_channels_last_ = channels_last;
+}
+
+void GraphedTrainStep::SumLossesInto(torch::Tensor& loss_sum, torch::Tensor& loss_images) {
+  torch::NoGradGuard no_grad;
+  loss_sum_.copy_(loss_sum);
+  loss_images_.copy_(loss_images);
+  loss_sum = loss_sum_;
+  loss_images = loss_images_;
 }
 
 torch::Tensor GraphedTrainStep::Run(const torch::Tensor& images, const torch::Tensor& labels, bool capturing) {
@@ -45,29 +63,56 @@ torch::Tensor GraphedTrainStep::Run(const torch::Tensor& images, const torch::Te
   scaler_.Scale(loss).backward();
   if (ddp_) ddp_->FinishBackward();  // every rank's averaged gradients, before the scaler reads them
   torch::NoGradGuard no_grad;
-  scaler_.Step(optimizer_, skip_nonfinite_ ? loss.detach().isfinite().logical_not() : torch::Tensor());
+  const torch::Tensor nonfinite = skip_nonfinite_ ? loss.detach().isfinite().logical_not() : torch::Tensor();  // ()
+  scaler_.Step(optimizer_, nonfinite);
   scaler_.Update();
+  // The epoch's running loss, with the eager loop's operations (so its sums round alike).
+  const auto batch_images = static_cast<double>(images.size(0));
+  if (skip_nonfinite_) {
+    loss_sum_.add_(loss.detach().masked_fill(nonfinite, 0), batch_images);
+    loss_images_.add_(nonfinite.logical_not(), batch_images);
+  } else {
+    loss_sum_.add_(loss.detach(), batch_images);
+    loss_images_.add_(batch_images);
+  }
   return loss.detach();
 }
 
+torch::Tensor GraphedTrainStep::RunOn(const std::vector<torch::Tensor>& inputs, bool capturing) {
+  if (inputs.size() == 2) return Run(inputs[0], inputs[1], capturing);
+  const Batch batch = gather_source_->Gather(inputs[0]);
+  return Run(ImagesInFormat(batch.images, gather_channels_last_), batch.labels, capturing);
+}
+
 torch::Tensor GraphedTrainStep::Step(const torch::Tensor& images, const torch::Tensor& labels) {
+  return StepOn({images, labels});
+}
+
+torch::Tensor GraphedTrainStep::StepOnSamples(const torch::Tensor& sample_indices) {
+  if (gather_source_ == nullptr) {
+    throw Error(ExitCode::kFailure, "GraphedTrainStep::StepOnSamples needs a GatherFrom source first");
+  }
+  return StepOn({sample_indices});
+}
+
+torch::Tensor GraphedTrainStep::StepOn(const std::vector<torch::Tensor>& inputs) {
+  const int64_t batch_size = inputs[0].size(0);
   // Capture at a full-sized batch (not an epoch's short last one), which runs nothing yet; under
   // DDP once its buckets are final (rebuilding them synchronizes with the host).
-  if (!graph_ && eager_steps_ >= kEagerSteps && images.size(0) >= largest_batch_ && (!ddp_ || ddp_->rebuilt())) {
+  if (!graph_ && eager_steps_ >= kEagerSteps && batch_size >= largest_batch_ && (!ddp_ || ddp_->rebuilt())) {
     graph_ = std::make_unique<CapturedGraph>(
-        std::vector<torch::Tensor>{images, labels},
-        [this](const std::vector<torch::Tensor>& in) { return Run(in[0], in[1], /*capturing=*/true); }, device_,
+        inputs, [this](const std::vector<torch::Tensor>& in) { return RunOn(in, /*capturing=*/true); }, device_,
         "--cuda-graphs");
   }
-  if (!graph_ || !graph_->Fits({images, labels})) {
+  if (!graph_ || !graph_->Fits(inputs)) {
     ++eager_steps_;
-    largest_batch_ = std::max(largest_batch_, images.size(0));
-    return Run(images, labels, /*capturing=*/false);
+    largest_batch_ = std::max(largest_batch_, batch_size);
+    return RunOn(inputs, /*capturing=*/false);
   }
   ++replays_;
-  if (!ddp_) return graph_->Replay({images, labels});
+  if (!ddp_) return graph_->Replay(inputs);
   torch::Tensor loss;
-  ddp_->LaunchCaptured([&] { loss = graph_->Replay({images, labels}); });
+  ddp_->LaunchCaptured([&] { loss = graph_->Replay(inputs); });
   return loss;
 }
 

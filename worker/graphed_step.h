@@ -19,6 +19,11 @@
 // through DistributedDataParallel::LaunchCaptured, so a rank that stops replaying makes the
 // others fail at the collective timeout instead of waiting forever.
 //
+// With --data-on-device the batch is gathered inside the graph as well (GatherFrom): its only
+// input is then the batch's sample indices, and the epoch's running loss sums are added to on
+// the device by the step itself (SumLossesInto), so a replayed step costs the host one copy of
+// B indices and one graph launch.
+//
 // Requirements (TrainConfig validation refuses the rest): one CUDA device per process, no
 // DataParallel, one micro-batch per step, no gradient clipping (it reads the norm on the host),
 // no float32 master weights (o2). Nothing in the step may synchronize with the host.
@@ -31,6 +36,7 @@
 
 #include "amp/grad_scaler.h"
 #include "amp/precision.h"
+#include "data/device_resident_batches.h"
 #include "dataparallel/captured_graph.h"
 #include "ddp/distributed_data_parallel.h"
 #include "models/classifier.h"
@@ -56,13 +62,31 @@ class GraphedTrainStep {
   // Error, saying to run without --cuda-graphs, when capturing fails.
   torch::Tensor Step(const torch::Tensor& images, const torch::Tensor& labels);
 
+  // Batches come from `source` (which must outlive this object) as sample indices
+  // (DeviceResidentBatches::DeferGather is called here): StepOnSamples gathers them inside the
+  // step, in `channels_last` format or not.
+  void GatherFrom(DeviceResidentBatches& source, bool channels_last);
+  // As Step, on the batch of `sample_indices` ((B) int64 on the device) of the GatherFrom source.
+  torch::Tensor StepOnSamples(const torch::Tensor& sample_indices);
+
+  // From now on every step adds its loss to the epoch's running sums, as the eager loop does
+  // (loss x batch images to `loss_sum`, the batch's images to `loss_images`; with
+  // skip_nonfinite, only a finite loss): the step keeps sums of its own at fixed addresses
+  // (the graph writes there), takes the values of `loss_sum` and `loss_images` ((), float64,
+  // on the device or the host) and points both at its sums, so the caller reads and zeroes
+  // the sums the steps add to.
+  void SumLossesInto(torch::Tensor& loss_sum, torch::Tensor& loss_images);
+
   // For summary.json: whether a graph was captured, and how many steps replayed it or ran eagerly.
   bool captured() const { return graph_ != nullptr; }
   int64_t replays() const { return replays_; }
   int64_t eager_steps() const { return eager_steps_; }
 
  private:
-  // The step itself, eager or under capture; returns the loss ().
+  // The step on {images, labels} or {sample_indices}, replayed when it fits the graph.
+  torch::Tensor StepOn(const std::vector<torch::Tensor>& inputs);
+  // The step itself on either input form, eager or under capture; returns the loss ().
+  torch::Tensor RunOn(const std::vector<torch::Tensor>& inputs, bool capturing);
   torch::Tensor Run(const torch::Tensor& images, const torch::Tensor& labels, bool capturing);
 
   Classifier& model_;
@@ -73,8 +97,13 @@ class GraphedTrainStep {
   bool skip_nonfinite_;
   torch::Device device_;
   DistributedDataParallel* ddp_;
+  DeviceResidentBatches* gather_source_ = nullptr;
+  bool gather_channels_last_ = false;
+  torch::Tensor loss_sum_;     // () float64 on the device: the running sum of loss x images
+  torch::Tensor loss_images_;  // () float64 on the device: the images whose loss is in loss_sum_
 
-  std::unique_ptr<CapturedGraph> graph_;  // inputs: images (B, C, H, W), labels (B); output: the loss ()
+  // inputs: images (B, C, H, W) and labels (B), or sample indices (B); output: the loss ()
+  std::unique_ptr<CapturedGraph> graph_;
   int64_t replays_ = 0;
   int64_t eager_steps_ = 0;
   int64_t largest_batch_ = 0;  // of the eager steps: the graph is captured for this size

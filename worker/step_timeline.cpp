@@ -1,8 +1,12 @@
 #include "worker/step_timeline.h"
 
+#include <type_traits>
+
 #ifdef MGPU_WITH_CUDA
-#include <ATen/cuda/CUDAContext.h>
-#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime.h>
 #endif
 
 namespace mgpu {
@@ -27,23 +31,33 @@ PhaseSeconds& PhaseSeconds::operator+=(const PhaseSeconds& other) {
 namespace {
 
 // Timing events for reuse: a window gives its events back when it is destroyed, so marking a
-// step creates no CUDA events once the first windows have been read.
+// step creates no CUDA events once the first windows have been read. Raw CUDA events rather than
+// at::cuda::CUDAEvent, whose record also asks whether the stream is capturing and whose
+// elapsed_time queries both events again: a window of a few hundred graphed steps holds over a
+// thousand marks, and reading them is host time on the training thread.
 struct EventPool {
-  std::vector<std::unique_ptr<at::cuda::CUDAEvent>> free;
+  c10::DeviceIndex device = 0;
+  std::vector<cudaEvent_t> free;
+
+  ~EventPool() {
+    for (cudaEvent_t event : free) cudaEventDestroy(event);
+  }
 };
 
 }  // namespace
 
 struct TimelineWindow::DeviceMarks {
   // events[0] is the previous window's last mark (shared with it); marks[i] ends at events[i + 1]
-  // and names the phase it ends, or nullopt (Restart).
-  std::vector<std::shared_ptr<at::cuda::CUDAEvent>> events;
+  // and names the phase it ends, or nullopt (Restart). Each event is recorded; the pool gets it
+  // back when no window holds it.
+  std::vector<std::shared_ptr<std::remove_pointer_t<cudaEvent_t>>> events;
   std::vector<std::optional<StepPhase>> marks;
 };
 
 class StepTimeline::DeviceClock {
  public:
-  explicit DeviceClock(c10::DeviceIndex device) : device_(device), pool_(std::make_shared<EventPool>()) {
+  explicit DeviceClock(c10::DeviceIndex device) : pool_(std::make_shared<EventPool>()) {
+    pool_->device = device;
     current_.events.push_back(Record());
   }
 
@@ -60,26 +74,26 @@ class StepTimeline::DeviceClock {
   }
 
  private:
-  std::shared_ptr<at::cuda::CUDAEvent> Record() {
-    std::unique_ptr<at::cuda::CUDAEvent> event;
+  std::shared_ptr<std::remove_pointer_t<cudaEvent_t>> Record() {
+    cudaEvent_t event = nullptr;
     if (pool_->free.empty()) {
-      event = std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault);
+      c10::cuda::CUDAGuard on_device(pool_->device);
+      C10_CUDA_CHECK(cudaEventCreate(&event));  // with timing
     } else {
-      event = std::move(pool_->free.back());
+      event = pool_->free.back();
       pool_->free.pop_back();
     }
-    event->record(at::cuda::getCurrentCUDAStream(device_));
+    C10_CUDA_CHECK(cudaEventRecord(event, c10::cuda::getCurrentCUDAStream(pool_->device).stream()));
     std::weak_ptr<EventPool> pool = pool_;
-    return std::shared_ptr<at::cuda::CUDAEvent>(event.release(), [pool](at::cuda::CUDAEvent* done) {
-      if (const auto alive = pool.lock()) {
-        alive->free.emplace_back(done);
-      } else {
-        delete done;
-      }
-    });
+    return {event, [pool](cudaEvent_t done) {
+              if (const auto alive = pool.lock()) {
+                alive->free.push_back(done);
+              } else {
+                cudaEventDestroy(done);
+              }
+            }};
   }
 
-  c10::DeviceIndex device_;
   std::shared_ptr<EventPool> pool_;
   TimelineWindow::DeviceMarks current_;
 };
@@ -95,7 +109,14 @@ TimelineWindow& TimelineWindow::operator=(TimelineWindow&&) noexcept = default;
 
 bool TimelineWindow::Ready() const {
 #ifdef MGPU_WITH_CUDA
-  if (device_) return device_->events.back()->query();
+  if (device_) {
+    const cudaError_t state = cudaEventQuery(device_->events.back().get());
+    if (state == cudaErrorNotReady) {
+      (void)cudaGetLastError();  // not an error: clear it
+      return false;
+    }
+    C10_CUDA_CHECK(state);
+  }
 #endif
   return true;
 }
@@ -104,11 +125,13 @@ PhaseSeconds TimelineWindow::Seconds() const {
 #ifdef MGPU_WITH_CUDA
   if (device_) {
     PhaseSeconds seconds;
-    device_->events.back()->synchronize();
+    // Every mark is recorded on one stream, so all have completed once the last has.
+    C10_CUDA_CHECK(cudaEventSynchronize(device_->events.back().get()));
     for (size_t i = 0; i < device_->marks.size(); ++i) {
-      if (device_->marks[i]) {
-        seconds[*device_->marks[i]] += device_->events[i]->elapsed_time(*device_->events[i + 1]) / 1000.0;
-      }
+      if (!device_->marks[i]) continue;
+      float milliseconds = 0;
+      C10_CUDA_CHECK(cudaEventElapsedTime(&milliseconds, device_->events[i].get(), device_->events[i + 1].get()));
+      seconds[*device_->marks[i]] += static_cast<double>(milliseconds) / 1000.0;
     }
     return seconds;
   }

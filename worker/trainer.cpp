@@ -380,7 +380,9 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
       DecodeCircumstances{device.is_cuda(), static_cast<bool>(data_parallel), data.train.get()});
   summary["decode"] = decode.gpu ? "gpu" : "cpu";
   if (config.data_on_device) {
-    batches = std::make_unique<DeviceResidentBatches>(data.memory->train, micro_batch, device);
+    auto on_device = std::make_unique<DeviceResidentBatches>(data.memory->train, micro_batch, device);
+    if (graphed) graphed->GatherFrom(*on_device, config.channels_last);  // the batches are gathered in the graph
+    batches = std::move(on_device);
   } else if (decode.gpu) {
     auto streamed = std::dynamic_pointer_cast<const StreamingImages>(data.train);
     auto gpu_batches = std::make_unique<GpuJpegBatches>(streamed, device, micro_batch,
@@ -548,6 +550,7 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
     // Images of the steps whose loss is in loss_sum (with skip, the finite ones).
     auto loss_images = resumed ? position.loss_images
                                : torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
+    if (graphed) graphed->SumLossesInto(loss_sum, loss_images);  // the graphed step adds to them
     // The checkpoint of this point of the run (a step boundary), written on rank 0; its path
     // there, "" on the other ranks.
     auto write_checkpoint = [&](TrainingPosition at) {
@@ -577,7 +580,9 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
 
       // A step is grad_accum micro-batches; DDP reduces gradients only after the last one.
       const bool last_micro = (micro + 1) % config.grad_accum == 0 || micro + 1 == micro_batches_per_epoch;
-      const torch::Tensor images = ImagesInFormat(batch->images, config.channels_last);  // (B, C, H, W)
+      // (B, C, H, W); undefined when the graphed step gathers the batch from its sample indices.
+      const torch::Tensor images =
+          batch->images.defined() ? ImagesInFormat(batch->images, config.channels_last) : batch->images;
       const torch::Tensor& labels = batch->labels;  // (B)
       timeline.Mark(StepPhase::kInput);
       if (micro % config.grad_accum == 0 && !graphed) {
@@ -594,7 +599,8 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
         if (replicated && !last_micro) accumulate_locally.emplace(*replicated);
         if (graphed) {
           // Forward, backward and the optimizer step in one graph launch: its time counts as backward.
-          loss = graphed->Step(images, labels);
+          loss = batch->sample_indices.defined() ? graphed->StepOnSamples(batch->sample_indices)
+                                                 : graphed->Step(images, labels);
           timeline.Mark(StepPhase::kBackward);
         } else if (data_parallel) {
           // Forward and backward run on every replica's thread; dp_timing has them per device.
@@ -611,18 +617,22 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
           timeline.Mark(StepPhase::kBackward);
         }
       }
-      const int64_t batch_images = images.size(0);
+      const int64_t batch_images = batch->size();
       if (skip_nonfinite) {
-        const torch::Tensor loss_nonfinite = loss.detach().isfinite().logical_not();  // () bool
-        step_nonfinite = step_nonfinite.defined() ? step_nonfinite.logical_or(loss_nonfinite) : loss_nonfinite;
-        loss_sum.add_(loss.detach().masked_fill(loss_nonfinite, 0), static_cast<double>(batch_images));
-        loss_images.add_(loss_nonfinite.logical_not(), static_cast<double>(batch_images));
+        if (!graphed) {  // the graphed step skipped a non-finite loss and summed a finite one itself
+          const torch::Tensor loss_nonfinite = loss.detach().isfinite().logical_not();  // () bool
+          step_nonfinite = step_nonfinite.defined() ? step_nonfinite.logical_or(loss_nonfinite) : loss_nonfinite;
+          loss_sum.add_(loss.detach().masked_fill(loss_nonfinite, 0), static_cast<double>(batch_images));
+          loss_images.add_(loss_nonfinite.logical_not(), static_cast<double>(batch_images));
+        }
       } else {
         window_losses.losses.push_back(loss.detach());
         window_losses.steps.push_back(step + 1);
         if (scaler.enabled()) window_losses.scales.push_back(scaler.scale_tensor().clone());
-        loss_sum.add_(loss.detach(), static_cast<double>(batch_images));
-        loss_images.add_(static_cast<double>(batch_images));
+        if (!graphed) {  // the graphed step summed its loss itself
+          loss_sum.add_(loss.detach(), static_cast<double>(batch_images));
+          loss_images.add_(static_cast<double>(batch_images));
+        }
       }
       images_seen += batch_images;
       window_images += batch_images;

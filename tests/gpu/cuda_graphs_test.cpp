@@ -81,6 +81,28 @@ TEST_F(CudaGraphs, GraphedStepsTrainLikeEagerOnesInEveryPrecision) {
   }
 }
 
+// With --data-on-device the graph also gathers and normalizes the batch and adds its loss to the
+// epoch's running sums (the host only copies the batch's indices in and launches it): the run
+// follows the eager one, epoch losses included, whether non-finite losses stop or skip.
+TEST_F(CudaGraphs, TheGraphGathersItsBatchAndSumsTheEpochLoss) {
+  for (const std::string on_nonfinite : {"stop", "skip"}) {
+    std::vector<std::string> flags = {"--data-on-device", "true", "--on-nonfinite", on_nonfinite, "--log-every", "4"};
+    const auto eager = Train("resident-eager-" + on_nonfinite, flags);
+    flags.insert(flags.end(), {"--cuda-graphs", "true"});
+    const auto graphed = Train("resident-graphed-" + on_nonfinite, flags);
+    EXPECT_EQ(graphed["cuda_graphs"]["eager_steps"].get<int64_t>(), 5) << on_nonfinite;
+    EXPECT_EQ(graphed["cuda_graphs"]["replays"].get<int64_t>(), 17) << on_nonfinite;
+    const double expected = eager["param_checksum"];
+    EXPECT_NEAR(graphed["param_checksum"].get<double>(), expected, 1e-3 * expected) << on_nonfinite;
+    ASSERT_EQ(graphed["epochs_detail"].size(), 2u) << on_nonfinite;
+    for (size_t epoch = 0; epoch < 2; ++epoch) {
+      const double eager_loss = eager["epochs_detail"][epoch]["train_loss"];
+      EXPECT_NEAR(graphed["epochs_detail"][epoch]["train_loss"].get<double>(), eager_loss, 1e-3 * eager_loss)
+          << on_nonfinite << ", epoch " << epoch + 1;
+    }
+  }
+}
+
 TEST_F(CudaGraphs, AllSpeedOptionsTogetherOnAResNet) {
   const std::vector<std::string> resnet = {"--model", "resnet18", "--max-steps", "12", "--precision", "amp-bf16"};
   auto flags = resnet;

@@ -58,5 +58,41 @@ TEST(DeviceResidentBatches, ANewPassStartsOverAndAnUnstartedOneIsEmpty) {
   EXPECT_THROW(DeviceResidentBatches(ds, 0, torch::kCPU), std::invalid_argument);
 }
 
+// The graphed step gathers batches itself (--cuda-graphs --data-on-device): after DeferGather the
+// source hands out each batch's sample indices only, and Gather of those indices is the batch
+// Next() would have made, bit for bit the normalization BatchLoader's loop does (convert, then
+// multiply, then add).
+TEST(DeviceResidentBatches, DeferredBatchesAreIndicesWhoseGatherIsTheSameBatch) {
+  const ImageDataset ds = MakeColourDataset(11);
+  const std::vector<int64_t> order = {10, 3, 7, 0, 5, 9, 1, 2, 8, 4, 6};
+  DeviceResidentBatches eager(ds, 4, torch::kCPU);
+  DeviceResidentBatches deferred(ds, 4, torch::kCPU);
+  deferred.DeferGather();
+  eager.StartEpoch(order, 0);
+  deferred.StartEpoch(order, 0);
+  const torch::Tensor scale = torch::tensor({1.0f / (255.0f * 0.25f), 1.0f / (255.0f * 0.24f), 1.0f / (255.0f * 0.26f)})
+                                  .reshape({1, 3, 1, 1});
+  const torch::Tensor shift = torch::tensor({-0.49f / 0.25f, -0.48f / 0.24f, -0.45f / 0.26f}).reshape({1, 3, 1, 1});
+  int batches = 0;
+  while (auto expected = eager.Next()) {
+    auto indices = deferred.Next();
+    ASSERT_TRUE(indices.has_value()) << "batch " << batches;
+    EXPECT_EQ(indices->index, expected->index);
+    EXPECT_FALSE(indices->images.defined()) << "no gathering before the step";
+    EXPECT_FALSE(indices->labels.defined());
+    ASSERT_TRUE(indices->sample_indices.defined());
+    EXPECT_EQ(indices->size(), expected->size());
+    const Batch gathered = deferred.Gather(indices->sample_indices);
+    EXPECT_TRUE(torch::equal(gathered.images, expected->images)) << "batch " << batches;
+    EXPECT_TRUE(torch::equal(gathered.labels, expected->labels)) << "batch " << batches;
+    const torch::Tensor by_steps =
+        ds.images.index_select(0, indices->sample_indices).to(torch::kFloat32).mul_(scale).add_(shift);
+    EXPECT_TRUE(torch::equal(gathered.images, by_steps)) << "batch " << batches;
+    ++batches;
+  }
+  EXPECT_EQ(batches, 3);
+  EXPECT_FALSE(deferred.Next().has_value());
+}
+
 }  // namespace
 }  // namespace mgpu
