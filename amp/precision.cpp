@@ -52,6 +52,19 @@ Precision PrecisionFromDtype(const std::string& dtype, bool amp) {
   throw BadInputError(fmt::format("--dtype '{}' is not one of: fp32, fp16, bf16", dtype));
 }
 
+DevicePrecision PrecisionForDevice(Precision requested, const std::string& spelled, bool cuda) {
+  if (cuda || requested != Precision::kAmpFp16) return {requested, "", ""};
+  if (!spelled.empty()) {
+    return {Precision::kAmpBf16,
+            fmt::format("{} on CPU means amp-bf16: float16 autocast is about 100x slower there, and bfloat16 is "
+                        "torch.autocast's CPU default; --precision amp-fp16 forces float16", spelled),
+            ""};
+  }
+  return {requested, "",
+          "--precision amp-fp16 on CPU: float16 autocast has few fast CPU kernels and trains about 100x slower than "
+          "fp32; --precision amp-bf16 is as fast as fp32 and needs no loss scaling"};
+}
+
 void ApplyPrecisionMathMode(Precision precision) {
   const bool allow_tf32 = precision == Precision::kTf32;
   at::globalContext().setAllowTF32CuBLAS(allow_tf32);

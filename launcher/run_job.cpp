@@ -76,8 +76,9 @@ JobPlan MakePlan(const RunOptions& options) {
   plan.world_size = plan.nproc * options.nnodes;
   if (plan.world_size > 1 && plan.config.mode != "ddp") {
     throw BadInputError(fmt::format("mgpu run starts {} workers, which train together only with --mode ddp; pass "
-                                    "--mode ddp, or --nproc-per-node 1 for one process",
-                                    plan.world_size));
+                                    "--mode ddp, or --nproc-per-node 1 for one process (the mode is not inferred: "
+                                    "--mode {} asks for one process, and --nproc-per-node auto starts one per GPU)",
+                                    plan.world_size, plan.config.mode));
   }
   plan.worker_program = WorkerExecutable();
   plan.worker_args = options.worker_args;

@@ -19,8 +19,9 @@ std::string UnexpectedArgumentsMessage(const std::vector<std::string>& extras) {
     const size_t name_start = flag.find_first_not_of('-');
     if (name_start == 0 || name_start == std::string::npos) continue;
     const std::string closest = ClosestOptionName(flag.substr(name_start));
-    return fmt::format("unknown flag {}{}; run `mgpu-worker --help` for the options", flag,
-                       closest.empty() ? "" : fmt::format(" (did you mean --{}?)", closest));
+    const std::string hint = ForeignOptionHint(flag.substr(name_start));
+    return fmt::format("unknown flag {}{}; {}", flag, closest.empty() ? "" : fmt::format(" (did you mean --{}?)", closest),
+                       hint.empty() ? "run `mgpu-worker --help` for the options" : hint + "; drop " + flag);
   }
   return fmt::format("unexpected argument '{}': every value follows its flag (--name value); run "
                      "`mgpu-worker --help` for the options", extras.front());

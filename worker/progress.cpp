@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -29,11 +30,13 @@ Progress::Progress(const std::string& mode, int rank, spdlog::logger& log)
       bar_(mode == "bar" || (mode == "auto" && ::isatty(STDERR_FILENO) == 1)),
       log_(log) {}
 
-void Progress::StartEpoch(int64_t epoch, int64_t epochs, int64_t steps_in_epoch) {
+void Progress::StartEpoch(int64_t epoch, int64_t epochs, int64_t steps_in_epoch, int64_t first_step) {
   epoch_ = epoch;
   epochs_ = epochs;
   steps_ = steps_in_epoch;
-  next_line_at_ = (steps_ + 9) / 10;
+  first_step_ = first_step;
+  const int64_t line_every = std::max<int64_t>((steps_ + 9) / 10, 1);
+  next_line_at_ = (first_step / line_every + 1) * line_every;
   started_ = Now();
   last_draw_ = 0;
 }
@@ -42,7 +45,9 @@ void Progress::Update(int64_t step, std::optional<double> loss, double images_pe
   if (!enabled_) return;
   const double now = Now();
   const double fraction = steps_ > 0 ? static_cast<double>(step) / static_cast<double>(steps_) : 1;
-  const double eta = fraction > 0 ? (now - started_) * (1 - fraction) / fraction : 0;
+  // From the pace of the steps this process ran.
+  const int64_t done = step - first_step_;
+  const double eta = done > 0 ? (now - started_) * static_cast<double>(steps_ - step) / static_cast<double>(done) : 0;
   if (bar_) {
     if (now - last_draw_ < kRedrawSeconds && step < steps_) return;
     last_draw_ = now;
@@ -55,7 +60,7 @@ void Progress::Update(int64_t step, std::optional<double> loss, double images_pe
                  images_per_second, eta);
     std::fflush(stderr);
   } else if (step >= next_line_at_ && step < steps_) {
-    next_line_at_ += (steps_ + 9) / 10;
+    next_line_at_ += std::max<int64_t>((steps_ + 9) / 10, 1);
     log_.info("epoch {}/{} step {}/{} loss {} {:.0f} img/s ETA {:.0f}s", epoch_ + 1, epochs_,
               step, steps_, LossText(loss), images_per_second, eta);
   }

@@ -28,10 +28,7 @@ RunOutputs::RunOutputs(const std::string& folder, int rank, const std::vector<st
       columns.push_back(std::string(StepPhaseName(static_cast<StepPhase>(i))) + "_seconds");
     }
     metrics_ = std::make_unique<CsvWriter>(folder_ + "/metrics.csv", columns);
-    for (const std::string& events_folder : event_folders) {
-      MakeDirectories(events_folder);
-      events_.push_back(std::make_unique<TensorBoardWriter>(events_folder));
-    }
+    event_folders_ = event_folders;
   }
 }
 
@@ -55,6 +52,12 @@ void RunOutputs::AppendStep(const StepMetrics& m) {
 }
 
 void RunOutputs::AddScalar(const std::string& tag, double value, int64_t step) {
+  if (events_.empty()) {
+    for (const std::string& events_folder : event_folders_) {
+      MakeDirectories(events_folder);
+      events_.push_back(std::make_unique<TensorBoardWriter>(events_folder));
+    }
+  }
   for (const auto& events : events_) events->AddScalar(tag, value, step);
 }
 

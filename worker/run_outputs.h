@@ -32,9 +32,10 @@ struct StepMetrics {
 
 class RunOutputs {
  public:
-  // Creates `folder` (and logs/) and the rank's log. Rank 0 also opens metrics.csv and a
-  // TensorBoard event file in each of `event_folders` (created if missing; usually `folder`).
-  // Throws mgpu::Error if a folder cannot be written.
+  // Creates `folder` (and logs/) and the rank's log. Rank 0 also opens metrics.csv, and with the
+  // first scalar a TensorBoard event file in each of `event_folders` (created if missing; usually
+  // `folder`): a run that fails before it has a scalar (a bad data set) leaves no empty event file
+  // for TensorBoard to list. Throws mgpu::Error if a folder cannot be written.
   RunOutputs(const std::string& folder, int rank, const std::vector<std::string>& event_folders);
 
   const std::string& folder() const { return folder_; }
@@ -51,6 +52,7 @@ class RunOutputs {
   int rank_;
   std::shared_ptr<spdlog::logger> logger_;
   std::unique_ptr<CsvWriter> metrics_;
+  std::vector<std::string> event_folders_;  // rank 0's; their writers are opened by the first AddScalar
   std::vector<std::unique_ptr<TensorBoardWriter>> events_;
 };
 

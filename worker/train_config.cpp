@@ -400,6 +400,9 @@ std::vector<OptionSpec> BuildOptions() {
                         "intra-op CPU threads (0: LibTorch's default)"));
   o.push_back(IntOption("eval-batch-size", {"eval_batch_size"}, &TrainConfig::eval_batch_size, 1,
                         "batch size for evaluation"));
+  o.push_back(IntOption("eval-max-samples", {"eval_max_samples"}, &TrainConfig::eval_max_samples, 0,
+                        "evaluate on at most this many test images, spread evenly over the test set, for quick "
+                        "smoke runs (0: all)"));
   o.push_back(IntOption("checkpoint-every", {"checkpoint_every"}, &TrainConfig::checkpoint_every, 0,
                         "write <out>/checkpoints/step-N.ckpt every N optimizer steps and at every epoch's "
                         "end (0: off)"));
@@ -449,8 +452,8 @@ std::vector<OptionSpec> BuildOptions() {
                            "output folder (default runs/<timestamp>-<model>-<dataset>-<mode>)"));
   o.back().path_use = PathUse::kWrites;
   o.push_back(StringOption("name", {}, &TrainConfig::name, {}, "short label of the run for reports"));
-  o.push_back(IntOption("log-every", {"log_every"}, &TrainConfig::log_every, 1,
-                        "optimizer steps between metrics.csv rows"));
+  o.push_back(IntOption("log-every", {"log_every"}, &TrainConfig::log_every, 0,
+                        "optimizer steps between metrics.csv rows (0: a tenth of the run's steps, at most 50)"));
   o.push_back(StringOption("progress", {}, &TrainConfig::progress, {"auto", "bar", "lines"},
                            "progress display (auto: a bar on a terminal, plain lines otherwise)"));
   {
@@ -531,6 +534,14 @@ std::string ClosestOptionName(const std::string& key) {
   return ClosestName(key, names, Canonical);
 }
 
+std::string ForeignOptionHint(const std::string& key) {
+  if (Canonical(key).rfind("wandb", 0) == 0) {
+    return "mgpu has no Weights & Biases logging; it writes TensorBoard events (events.out.tfevents.* in the output "
+           "folder; --tensorboard-log DIR gathers runs for `tensorboard --logdir DIR`)";
+  }
+  return "";
+}
+
 const OptionSpec* FindTrainOption(const std::string& key) {
   const std::string wanted = Canonical(key);
   for (const auto& spec : TrainOptions()) {
@@ -590,9 +601,11 @@ void ApplyYamlFile(TrainConfig& config, const std::string& path) {
     const OptionSpec* spec = FindTrainOption(key);
     if (spec == nullptr) {
       const std::string suggestion = ClosestOptionName(key);
+      const std::string hint = ForeignOptionHint(key);
       throw BadInputError(fmt::format(
-          "config file {}:{}: unknown key '{}'{}; run `mgpu-worker --help` for the list of options",
-          path, line, key, suggestion.empty() ? "" : "; did you mean '" + suggestion + "'?"));
+          "config file {}:{}: unknown key '{}'{}; {}", path, line, key,
+          suggestion.empty() ? "" : "; did you mean '" + suggestion + "'?",
+          hint.empty() ? "run `mgpu-worker --help` for the list of options" : hint + "; remove the key"));
     }
     if (const auto [first, inserted] = first_set.emplace(spec, std::make_pair(key, line)); !inserted) {
       throw BadInputError(fmt::format("config file {}:{}: key '{}' sets option '{}' again, already set by '{}' on "
@@ -623,6 +636,7 @@ void ResolvePrecisionSpelling(TrainConfig& config) {
                                                    : fmt::format("--dtype {}{}", config.dtype, config.amp ? " --amp" : "");
   if (given == Precision::kFp32) {
     config.precision = PrecisionName(wanted);
+    config.precision_spelling = spelled;
   } else if (!same_dtype) {
     throw BadInputError(fmt::format("--precision {} conflicts with {} (which means --precision {}); "
                                     "give one of them", config.precision, spelled, PrecisionName(wanted)));
@@ -657,6 +671,13 @@ void ResolveSeedSpellings(TrainConfig& config) {
   ResolvePrecisionSpelling(config);
   ResolveImageSizeSpelling(config);
   if (!config.checkpoint_name.empty() && config.checkpoint.empty()) config.checkpoint = kOutputFolderPlaceholder;
+}
+
+void ResolvePrecisionForDevice(TrainConfig& config, bool cuda) {
+  const DevicePrecision resolved = PrecisionForDevice(ParsePrecision(config.precision), config.precision_spelling, cuda);
+  config.precision = PrecisionName(resolved.precision);
+  config.precision_note = resolved.note;
+  config.precision_warning = resolved.warning;
 }
 
 std::string CheckpointPath(const TrainConfig& config, const std::string& output_folder) {
@@ -772,6 +793,23 @@ void ValidateOutputFolder(const std::string& out) {
                                         "folder", out, existing));
 }
 
+// --image-size sizes the images of data sets that have no size of their own (imagefolder,
+// webdataset, synthetic). On MNIST, Fashion-MNIST and CIFAR-10 it would be ignored, so a value other
+// than the default is refused rather than honoured: resizing them is --img-size's (or --augment
+// resize's) job, and the config.yaml of every earlier run holds image-size: 64 whatever its data
+// set, which must keep training as it did.
+void ValidateImageSize(const TrainConfig& config) {
+  const bool sized_by_option = config.dataset == "imagefolder" || config.dataset == "webdataset" ||
+                               config.dataset == "synthetic";
+  if (sized_by_option || config.image_size == TrainConfig{}.image_size) return;
+  throw BadInputError(fmt::format("--image-size {} applies to imagefolder, webdataset and synthetic images only; "
+                                  "--dataset {} has images of its own size, which --image-size does not change. To "
+                                  "train on them at {} px use --img-size {} (or --augment resize --resize {}); "
+                                  "otherwise drop --image-size",
+                                  config.image_size, config.dataset, config.image_size, config.image_size,
+                                  config.image_size));
+}
+
 }  // namespace
 
 int64_t MaxIntraOpThreads() {
@@ -805,6 +843,7 @@ void ValidateConfig(const TrainConfig& config) {
     throw BadInputError(fmt::format("--label-smoothing {} must be below 1 (0: off, 0.1 is common)",
                                     config.label_smoothing));
   }
+  ValidateImageSize(config);
   const Augmentation augmentation(AugmentOptionsFrom(config));  // throws for impossible parameters
   ValidateSpeedOptions(config, augmentation);
 }
@@ -836,6 +875,21 @@ SchedulerOptions SchedulerOptionsFrom(const TrainConfig& config, int64_t steps_p
   options.plateau_factor = config.plateau_factor;
   options.plateau_patience = config.plateau_patience;
   return options;
+}
+
+int64_t TotalSteps(const TrainConfig& config, int64_t steps_per_epoch) {
+  const int64_t epochs_steps = config.epochs * steps_per_epoch;
+  return config.max_steps > 0 ? std::min(config.max_steps, epochs_steps) : epochs_steps;
+}
+
+int64_t MetricsRowInterval(const TrainConfig& config, int64_t steps_per_epoch) {
+  if (config.log_every > 0) return config.log_every;
+  return std::clamp<int64_t>(TotalSteps(config, steps_per_epoch) / 10, 1, kMaxAutoLogEvery);
+}
+
+bool WritesMetricsRow(int64_t first_step, int64_t total_steps, int64_t interval, int64_t steps_per_epoch) {
+  auto next_multiple = [first_step](int64_t n) { return (first_step / std::max<int64_t>(n, 1) + 1) * n; };
+  return std::min(next_multiple(interval), next_multiple(steps_per_epoch)) <= total_steps;
 }
 
 std::string ConfigToYaml(const TrainConfig& config) {

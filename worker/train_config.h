@@ -88,6 +88,12 @@ struct TrainConfig {
   // ResolveSeedSpellings folds them into `precision`.
   std::string dtype;
   bool amp = false;
+  // Not options (never in config.yaml): the seed-style flags that chose `precision` ("--amp"; ""
+  // when --precision or the default did), set by ResolveSeedSpellings; and, once the device is
+  // known, ResolvePrecisionForDevice's note for the start-up table and warning for the log.
+  std::string precision_spelling;
+  std::string precision_note;
+  std::string precision_warning;
   std::string on_nonfinite = "stop";  // a non-finite loss: stop (exit 3) or skip the step
   double grad_clip = 0;               // max gradient norm; 0: no clipping
   std::string memory_snapshot;        // CUDA allocator history pickle; empty: none
@@ -97,6 +103,7 @@ struct TrainConfig {
   bool data_on_device = false;  // data/device_resident_batches.h
   int64_t threads = 0;          // intra-op CPU threads; 0: LibTorch's default; <= MaxIntraOpThreads()
   int64_t eval_batch_size = 1000;
+  int64_t eval_max_samples = 0;  // test images evaluated, spread over the test set; 0: all
 
   // Checkpoints (worker/checkpoint.h).
   int64_t checkpoint_every = 0;  // optimizer steps; 0: off (on: also at every epoch's end)
@@ -128,7 +135,7 @@ struct TrainConfig {
   // Outputs.
   std::string out;          // empty: runs/<timestamp>-<model>-<dataset>-<mode>
   std::string name;         // short label for reports; empty: derived
-  int64_t log_every = 50;   // optimizer steps between metrics.csv rows
+  int64_t log_every = 0;    // optimizer steps between metrics.csv rows; 0: MetricsRowInterval's choice
   std::string progress = "auto";  // auto: a bar on a terminal, plain lines otherwise
   bool tensorboard = true;        // events.out.tfevents.* in the output folder
   bool save_state_dict = true;    // model_state_dict.pt for Python (worker/state_dict_export.h)
@@ -187,6 +194,10 @@ const OptionSpec* FindTrainOption(const std::string& key);
 // none is close enough to be what was meant.
 std::string ClosestOptionName(const std::string& key);
 
+// For an unknown option that another tool has (`wandb`, `wandb-project`): what mgpu offers
+// instead, as a sentence; "" for any other key.
+std::string ForeignOptionHint(const std::string& key);
+
 // Applies a YAML file (a mapping of option names to scalars). Throws BadInputError naming the
 // file, line and key for unknown keys, non-scalar keys or values (with the type expected), bad
 // values and an option given twice (both lines); naming the file for a folder or unreadable file.
@@ -201,6 +212,11 @@ void ApplyYamlFile(TrainConfig& config, const std::string& path);
 //       other data sets are resized to N (--augment resize, or rrc-flip's output side).
 //   `--checkpoint-name NAME` alone → `--checkpoint {out}` (the weights into the output folder).
 void ResolveSeedSpellings(TrainConfig& config);
+
+// Settles `precision` for the device the run trains on (PrecisionForDevice in amp/precision.h:
+// `--amp` on a CPU is amp-bf16) and sets precision_note and precision_warning. Call once the
+// device is known, before anything records the policy (config.yaml, the run's name).
+void ResolvePrecisionForDevice(TrainConfig& config, bool cuda);
 
 // Where --checkpoint writes the trained weights for a run whose output folder is `output_folder`
 // ({out} replaced, NAME defaulted); "" without --checkpoint.
@@ -217,6 +233,18 @@ AugmentOptions AugmentOptionsFrom(const TrainConfig& config);
 double EffectiveLr(const TrainConfig& config);
 // The schedule of a run with `steps_per_epoch` optimizer steps per epoch (from EffectiveLr).
 SchedulerOptions SchedulerOptionsFrom(const TrainConfig& config, int64_t steps_per_epoch);
+
+// --log-every's bound when it is left to MetricsRowInterval: long runs keep a row every 50 steps.
+inline constexpr int64_t kMaxAutoLogEvery = 50;
+
+// The optimizer steps of the whole run, from its first step: --epochs' worth, or --max-steps if fewer.
+int64_t TotalSteps(const TrainConfig& config, int64_t steps_per_epoch);
+// Optimizer steps between metrics.csv rows: --log-every, or, left at 0, a tenth of TotalSteps
+// between 1 and kMaxAutoLogEvery, so that a 20-step smoke run still draws a loss curve of 10 rows.
+int64_t MetricsRowInterval(const TrainConfig& config, int64_t steps_per_epoch);
+// Whether steps first_step+1 .. total_steps write a metrics row: one comes every `interval` steps
+// and at each epoch's end.
+bool WritesMetricsRow(int64_t first_step, int64_t total_steps, int64_t interval, int64_t steps_per_epoch);
 
 // The effective configuration as YAML (every option, canonical names).
 std::string ConfigToYaml(const TrainConfig& config);

@@ -112,21 +112,34 @@ class RankGroup {
 };
 
 struct Evaluation {
+  int64_t samples = 0;                   // test images evaluated, over every rank
   double loss = 0;
   double accuracy = 0;                   // percent
   std::vector<double> per_class_accuracy;  // percent
 };
 
-// Each rank evaluates every size()-th test image; the counts are summed over the ranks.
-// `num_workers` loader threads (streamed test images are decoded as they are read).
+// The test images evaluated: all of them, or `max_samples` (> 0) spread evenly over the test set,
+// so that a folder sorted by class still has every class in the sample.
+std::vector<int64_t> EvaluatedSamples(int64_t test_size, int64_t max_samples) {
+  const int64_t count = max_samples > 0 ? std::min(max_samples, test_size) : test_size;
+  std::vector<int64_t> samples(static_cast<size_t>(count));
+  for (int64_t k = 0; k < count; ++k) samples[static_cast<size_t>(k)] = k * test_size / count;
+  return samples;
+}
+
+// Each rank evaluates every size()-th of the EvaluatedSamples; the counts are summed over the
+// ranks. `num_workers` loader threads (streamed test images are decoded as they are read).
 Evaluation Evaluate(Classifier& model, const std::shared_ptr<const SampleSource>& test, int64_t batch_size,
-                    int num_workers, const torch::Device& device, Precision precision, int rank, RankGroup& ranks,
-                    bool channels_last) {
+                    int64_t max_samples, int num_workers, const torch::Device& device, Precision precision, int rank,
+                    RankGroup& ranks, bool channels_last) {
   torch::NoGradGuard no_grad;
   model.eval();
   BatchLoader loader(test, LoaderOptions{batch_size, num_workers, 2, device.is_cuda()});
+  const std::vector<int64_t> samples = EvaluatedSamples(test->size(), max_samples);
   std::vector<int64_t> order;
-  for (int64_t i = rank; i < test->size(); i += ranks.size()) order.push_back(i);
+  for (size_t i = static_cast<size_t>(rank); i < samples.size(); i += static_cast<size_t>(ranks.size())) {
+    order.push_back(samples[i]);
+  }
   loader.StartEpoch(std::move(order));
   const int64_t classes = test->num_classes();
   auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
@@ -153,7 +166,8 @@ Evaluation Evaluate(Classifier& model, const std::shared_ptr<const SampleSource>
   auto correct_cpu = totals.slice(0, 1, 1 + classes).to(torch::kLong);
   auto seen_cpu = totals.slice(0, 1 + classes).to(torch::kLong);
   Evaluation result;
-  const double n = static_cast<double>(test->size());
+  result.samples = static_cast<int64_t>(samples.size());
+  const double n = static_cast<double>(samples.size());
   result.loss = loss_sum.item<double>() / n;
   result.accuracy = 100.0 * static_cast<double>(correct_cpu.sum().item<int64_t>()) / n;
   for (int64_t c = 0; c < classes; ++c) {
@@ -264,8 +278,12 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
   spdlog::logger& log = outputs.log();
   const bool ddp = config.mode == "ddp";
   if (!ddp && world.world_size != 1) {
+    // Not inferred: a WORLD_SIZE left over in a shell or job environment would turn a one-process
+    // run into a rank that waits --collective-timeout for peers that never come.
     throw BadInputError(fmt::format("--mode {} runs one process, but the world size is {} "
-                                    "(from {}); use --mode ddp, or unset the rank variables",
+                                    "(from {}); use --mode ddp, or unset the rank variables. mgpu does not switch to "
+                                    "ddp by itself: rank variables left over in the environment would make a "
+                                    "one-process run wait for peers that never join",
                                     config.mode, world.world_size, world.source));
   }
   if (config.batch_size % (world.world_size * config.grad_accum) != 0) {
@@ -281,7 +299,8 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
   RankGroup ranks(communicator, device);
   const CollectiveWatch collective_watch(communicator);  // heartbeats name a collective this rank waits in
   if (config.threads > 0) torch::set_num_threads(static_cast<int>(config.threads));
-  const Precision precision = ParsePrecision(config.precision);
+  const Precision precision = ParsePrecision(config.precision);  // settled for the device (ResolvePrecisionForDevice)
+  if (!config.precision_warning.empty() && world.rank == 0) log.warn("{}", config.precision_warning);
   ApplyPrecisionMathMode(precision);
   // Static shapes: let cuDNN pick its fastest convolution algorithms once (as benchmark=True).
   if (device.is_cuda()) at::globalContext().setBenchmarkCuDNN(true);
@@ -459,6 +478,9 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
                                                         gpu_decoder->MemoryBoundBytes() >> 20)
                                           : decode.why},
                    {"model", fmt::format("{} ({} parameters)", config.model, CountParameters(*model))},
+                   {"precision", config.precision_note.empty()
+                                     ? config.precision
+                                     : fmt::format("{} ({})", config.precision, config.precision_note)},
                    {"model dtype / autocast", fmt::format("{} / {}", c10::toString(ModelDtype(precision)),
                                                            AutocastDtype(precision)
                                                                ? c10::toString(*AutocastDtype(precision))
@@ -477,6 +499,13 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
                    {"output", outputs.folder()},
                    {"libtorch", TORCH_VERSION}});
 
+  const int64_t log_every = MetricsRowInterval(config, steps_per_epoch);
+  const int64_t total_steps = TotalSteps(config, steps_per_epoch);
+  if (!WritesMetricsRow(position.step, total_steps, log_every, steps_per_epoch) && world.rank == 0) {
+    log.warn("--log-every {} writes no metrics row before this run ends at step {}: metrics.csv and TensorBoard's "
+             "train/loss stay empty; lower --log-every or leave it unset (a tenth of the run's steps)",
+             log_every, total_steps);
+  }
   Progress progress(config.progress, world.rank, log);
   StepTimeline timeline(device);
   int64_t step = position.step;
@@ -537,13 +566,17 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
     }
     batches->StartEpoch(std::move(indices), epoch);
     timeline.Restart();  // evaluation and epoch set-up are not part of any step
-    progress.StartEpoch(epoch, config.epochs, steps_per_epoch);
+    // The bar ends where the epoch's training ends: at --max-steps if that comes first.
+    progress.StartEpoch(epoch, config.epochs,
+                        std::min(steps_per_epoch, (resumed ? position.epoch_steps : 0) + total_steps - step),
+                        resumed ? position.epoch_steps : 0);
     WorkerStatus::Current().SetPhase("training");
     double data_wait = 0;
     EpochPhases epoch_phases;
     int64_t images_seen = resumed ? position.images_seen : 0;
     int64_t epoch_steps = resumed ? position.epoch_steps : 0;
     int64_t micro = resumed ? position.micro_batches : 0;
+    const int64_t images_before = images_seen;  // trained before this process's part of the epoch
     torch::Tensor step_nonfinite;  // () bool, with --on-nonfinite skip: a micro-batch's loss was not finite
     auto loss_sum = resumed ? position.loss_sum
                             : torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
@@ -670,7 +703,7 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
         HangForTest(log, step);
       }
 
-      if (step % config.log_every == 0 || epoch_steps == steps_per_epoch) {
+      if (step % log_every == 0 || epoch_steps == steps_per_epoch) {
         DeferredRows::HostPart row;
         row.metrics.step = step;
         row.metrics.epoch = epoch;
@@ -687,8 +720,11 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
       write_completed_rows(/*wait=*/false, epoch_phases);
       scheduler.OnStep();
       optimizer.set_lr(scheduler.lr());
-      progress.Update(epoch_steps, last_loss,
-                      static_cast<double>(images_seen * world.world_size) / SecondsSince(epoch_start));
+      // On a CPU the step's loss is there to read; elsewhere reading it would wait for the device.
+      const std::optional<double> shown_loss =
+          last_loss || !device.is_cpu() ? last_loss : std::optional<double>(loss.item<double>());
+      progress.Update(epoch_steps, shown_loss,
+                      static_cast<double>((images_seen - images_before) * world.world_size) / SecondsSince(epoch_start));
       stop = config.max_steps > 0 && step >= config.max_steps;
       // A stop signal ends the run here, unless the run's last step or the epoch's (stopped after
       // its evaluation, below) is done.
@@ -719,13 +755,14 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
     ranks.Sum(totals, "epoch loss");
     totals = totals.cpu();
     const double train_loss = totals[0].item<double>() / totals[1].item<double>();
-    const double global_images = static_cast<double>(images_seen * world.world_size);
+    // The images this process trained: a resumed epoch's time starts at the checkpoint.
+    const double global_images = static_cast<double>((images_seen - images_before) * world.world_size);
     const double epoch_seconds = SecondsSince(epoch_start);
     progress.EndEpoch();
 
     WorkerStatus::Current().SetPhase("evaluating");
     const auto eval_start = Clock::now();
-    const Evaluation eval = Evaluate(*model, data.test, config.eval_batch_size,
+    const Evaluation eval = Evaluate(*model, data.test, config.eval_batch_size, config.eval_max_samples,
                                      data.memory ? 0 : static_cast<int>(config.num_workers), device, precision,
                                      world.rank, ranks, config.channels_last);
     const double eval_seconds = SecondsSince(eval_start);
@@ -780,6 +817,7 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
     });
     summary["test_loss"] = eval.loss;
     summary["test_accuracy"] = eval.accuracy;
+    summary["eval_samples"] = eval.samples;
     summary["per_class_accuracy"] = eval.per_class_accuracy;
     outputs.AddScalar("train/epoch_loss", train_loss, step);
     outputs.AddScalar("test/loss", eval.loss, step);
@@ -788,6 +826,10 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
              "({:.1f} s waiting for data, {:.1f} s for all-reduces), {:.0f} img/s",
              epoch + 1, config.epochs, train_loss, eval.loss, eval.accuracy, epoch_seconds, data_wait, comm_wait,
              global_images / epoch_seconds);
+    if (eval.samples < data.test->size()) {
+      log.info("epoch {}/{}: test loss and accuracy of {} of the {} test images (--eval-max-samples)", epoch + 1,
+               config.epochs, eval.samples, data.test->size());
+    }
     const double per_step_ms = 1000.0 / static_cast<double>(std::max<int64_t>(epoch_steps, 1));
     auto phases_text = [&](const PhaseSeconds& phases) {
       return fmt::format("input {:.2f} ms, forward {:.2f} ms, backward {:.2f} ms, exposed communication {:.2f} ms, "

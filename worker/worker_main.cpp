@@ -138,7 +138,6 @@ int main(int argc, char** argv) {
   TrainConfig& config = parsed->config;
   const WorldInfo& world = parsed->world;
   if (config.out.empty()) config.out = DefaultOutputFolder(config);
-  if (config.name.empty()) config.name = fmt::format("{}-{}-{}", ModelLabel(config.model), config.mode, config.precision);
 
   // Process-level set-up before any output exists: the device, the coordinator of `mgpu run`
   // (when it started this worker) and, for DDP, the job's ranks.
@@ -153,6 +152,7 @@ int main(int argc, char** argv) {
                                                               static_cast<int>(torch::cuda::device_count()))
                                        .front()
                                  : ResolveDevice(config.device, world);
+    ResolvePrecisionForDevice(config, device->is_cuda());
     coordinator_client = CoordinatorClient::FromEnvironment(ProcessEnvironment());
     if (coordinator_client) {
       assignment = coordinator_client->Register(world, device->str());
@@ -177,6 +177,8 @@ int main(int argc, char** argv) {
     if (coordinator_client) coordinator_client->Finish(Outcome(status, nlohmann::json::object(), origin));
     return status.exit_code();
   }
+
+  if (config.name.empty()) config.name = fmt::format("{}-{}-{}", ModelLabel(config.model), config.mode, config.precision);
 
   std::unique_ptr<RunOutputs> outputs;
   try {

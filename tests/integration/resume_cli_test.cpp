@@ -132,6 +132,18 @@ TEST_F(ResumeCli, LinearScaleRuleIsTheEffectiveLr) {
   EXPECT_NE(ReadText(out_ / "scaled/logs/rank-0.log").find("effective lr"), std::string::npos);
 }
 
+// The resumed epoch's time starts at the checkpoint, so its images/s counts the images trained
+// since (7 steps of 32), not the epoch's 640: that read 2.9x too fast.
+TEST_F(ResumeCli, AResumedEpochsImagesPerSecondCountsOnlyTheStepsItRan) {
+  ASSERT_EQ(Train("first", {"--max-steps", "13", "--checkpoint-every", "13"}).exit_code, 0);
+  const CommandResult resumed = Train("second", {"--resume", out_ / "first"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  const nlohmann::json epoch = ReadSummary(out_ / "second")["epochs_detail"].at(0);
+  EXPECT_EQ(epoch["steps"], 20);
+  const double images = epoch["images_per_second"].get<double>() * epoch["seconds"].get<double>();
+  EXPECT_NEAR(images, (20 - 13) * 32, 1e-6 * 640);
+}
+
 class BadCheckpoint : public ResumeCli {
  protected:
   void SetUp() override {

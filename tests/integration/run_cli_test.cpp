@@ -59,6 +59,16 @@ class RunCli : public ::testing::Test {
   TempDir out_;
 };
 
+TEST_F(RunCli, TwoWorkersWithoutModeDdpAreExitTwoSayingWhyTheModeIsNotInferred) {
+  const CommandResult result = RunCommand({MGPU_LAUNCHER_BIN, "run", "--nproc-per-node", "2", "--device", "cpu",
+                                           "--data-dir", data_.path(), "--out", out_ / "single"});
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("pass --mode ddp"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("the mode is not inferred: --mode single asks for one process"), std::string::npos)
+      << result.output;
+  EXPECT_FALSE(PathExists(out_ / "single"));
+}
+
 TEST_F(RunCli, TrainsWithTwoRanksAndReportsBoth) {
   CommandResult result = RunCommand(Command("job", {"--nproc-per-node", "2", "--tee"}, {"--max-steps", "6"}));
   ASSERT_EQ(result.exit_code, 0) << result.output;

@@ -262,6 +262,71 @@ TEST_F(WorkerCli, SingleModeRefusesAMultiRankEnvironment) {
   EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_NE(result.output.find("world size is 2"), std::string::npos) << result.output;
   EXPECT_NE(result.output.find("torchrun"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("does not switch to ddp by itself"), std::string::npos) << result.output;
+}
+
+TEST_F(WorkerCli, SeedsAmpOnTheCpuIsAmpBf16AndTheStartUpTableSaysWhy) {
+  const CommandResult amp = Train("amp", {"--amp", "--max-steps", "2"});
+  ASSERT_EQ(amp.exit_code, 0) << amp.output;
+  EXPECT_EQ(ReadSummary(out_ / "amp")["precision"], "amp-bf16");
+  EXPECT_NE(ReadText(out_ / "amp/config.yaml").find("precision: amp-bf16"), std::string::npos);
+  EXPECT_NE(ReadText(out_ / "amp/logs/rank-0.log").find("amp-bf16 (--amp on CPU means amp-bf16: float16 autocast"),
+            std::string::npos) << amp.output;
+
+  const CommandResult named = Train("named", {"--precision", "amp-fp16", "--max-steps", "1"});
+  ASSERT_EQ(named.exit_code, 0) << named.output;
+  EXPECT_EQ(ReadSummary(out_ / "named")["precision"], "amp-fp16");
+  EXPECT_EQ(Count(named.output, "--precision amp-fp16 on CPU"), 1u) << named.output;
+}
+
+// 640 images in batches of 32: 20 steps per epoch; a 7-step smoke run.
+TEST_F(WorkerCli, SmokeRunEvaluatesASampleLogsRowsAndItsProgressEndsAtMaxSteps) {
+  const CommandResult smoke =
+      Train("smoke", {"--max-steps", "7", "--eval-max-samples", "50", "--progress", "lines"});
+  ASSERT_EQ(smoke.exit_code, 0) << smoke.output;
+  const nlohmann::json summary = ReadSummary(out_ / "smoke");
+  EXPECT_EQ(summary["eval_samples"], 50);
+  EXPECT_EQ(summary["test_samples"], 200);
+  EXPECT_NE(smoke.output.find("of 50 of the 200 test images"), std::string::npos) << smoke.output;
+  EXPECT_EQ(LineCount(out_ / "smoke/metrics.csv"), 1 + 7) << "unset --log-every: a row per step of 7";
+  EXPECT_NE(smoke.output.find("step 3/7 "), std::string::npos) << smoke.output;
+  EXPECT_EQ(smoke.output.find("/20 "), std::string::npos) << "the count ends at --max-steps: " << smoke.output;
+  EXPECT_EQ(smoke.output.find("no metrics row"), std::string::npos) << smoke.output;
+}
+
+TEST_F(WorkerCli, ALogEveryThatWritesNoRowIsWarnedAboutAndTheBarShowsTheLossAnyway) {
+  const CommandResult quiet = Train("quiet", {"--max-steps", "7", "--log-every", "50", "--progress", "lines"});
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.output;
+  EXPECT_EQ(LineCount(out_ / "quiet/metrics.csv"), 1);
+  EXPECT_NE(quiet.output.find("--log-every 50 writes no metrics row before this run ends at step 7"), std::string::npos)
+      << quiet.output;
+  EXPECT_NE(quiet.output.find("step 3/7 loss "), std::string::npos) << quiet.output;
+  EXPECT_EQ(quiet.output.find("loss -"), std::string::npos) << "the CPU's loss is there to show: " << quiet.output;
+}
+
+TEST_F(WorkerCli, ImageSizeOnFashionMnistIsExitTwoNamingImgSize) {
+  const CommandResult result = Train("sized", {"--image-size", "300", "--max-steps", "1"});
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("--img-size 300"), std::string::npos) << result.output;
+  EXPECT_FALSE(PathExists(out_ / "sized"));
+}
+
+TEST_F(WorkerCli, WandbIsExitTwoSayingMgpuWritesTensorBoardEvents) {
+  const CommandResult result = Train("wandb", {"--wandb"});
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("writes TensorBoard events"), std::string::npos) << result.output;
+}
+
+TEST_F(WorkerCli, ARunThatFailsItsDataCheckLeavesNoEventFile) {
+  const CommandResult result = RunCommand({MGPU_WORKER_BIN, "--data-dir", data_ / "absent", "--device", "cpu",
+                                           "--out", out_ / "run", "--tensorboard-log", out_ / "tb"});
+  ASSERT_EQ(result.exit_code, 2) << result.output;
+  for (const std::string& folder : {out_ / "run", out_ / "tb/run"}) {
+    if (!PathExists(folder)) continue;
+    for (const auto& name : ListDirectory(folder)) {
+      EXPECT_NE(name.rfind("events.out.tfevents.", 0), 0u) << folder << "/" << name;
+    }
+  }
 }
 
 TEST_F(WorkerCli, HelpListsOptionsAndExitsZero) {

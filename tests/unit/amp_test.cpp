@@ -60,6 +60,31 @@ TEST(Precision, SeedStyleDtypeAndAmpMapOntoPolicies) {
   EXPECT_THROW(PrecisionFromDtype("fp32", true), BadInputError);
 }
 
+// Float16 autocast on a CPU is about 100x slower than fp32: the seeds' `--amp` asks for autocast,
+// which a CPU gives fast in bfloat16 (torch.autocast("cpu")'s default); a policy named outright is
+// kept, with its cost said.
+TEST(Precision, OnACpuTheSeedsAmpMeansBf16AndANamedAmpFp16IsKeptWithAWarning) {
+  const DevicePrecision amp = PrecisionForDevice(Precision::kAmpFp16, "--amp", /*cuda=*/false);
+  EXPECT_EQ(amp.precision, Precision::kAmpBf16);
+  EXPECT_NE(amp.note.find("--amp on CPU means amp-bf16"), std::string::npos) << amp.note;
+  EXPECT_EQ(amp.warning, "");
+  EXPECT_EQ(PrecisionForDevice(Precision::kAmpFp16, "--dtype fp16 --amp", false).precision, Precision::kAmpBf16);
+
+  const DevicePrecision named = PrecisionForDevice(Precision::kAmpFp16, "", /*cuda=*/false);
+  EXPECT_EQ(named.precision, Precision::kAmpFp16);
+  EXPECT_EQ(named.note, "");
+  EXPECT_NE(named.warning.find("100x slower"), std::string::npos) << named.warning;
+
+  const DevicePrecision gpu = PrecisionForDevice(Precision::kAmpFp16, "--amp", /*cuda=*/true);
+  EXPECT_EQ(gpu.precision, Precision::kAmpFp16) << "torch.autocast's CUDA default";
+  EXPECT_EQ(gpu.note + gpu.warning, "");
+  for (const Precision other : {Precision::kFp32, Precision::kAmpBf16, Precision::kFp16, Precision::kO2}) {
+    const DevicePrecision kept = PrecisionForDevice(other, "", false);
+    EXPECT_EQ(kept.precision, other);
+    EXPECT_EQ(kept.note + kept.warning, "");
+  }
+}
+
 TEST(Precision, Fp16ConvertsTheModelButKeepsBatchNormInFloat32) {
   ConvBnNet net;
   ConvertModelForPrecision(net, Precision::kFp16);

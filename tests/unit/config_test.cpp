@@ -462,5 +462,86 @@ TEST(TrainConfig, SpeedOptionsRefuseWhatTheyDoNotSupport) {
   EXPECT_NO_THROW(ValidateConfig(data_parallel));
 }
 
+TEST(TrainConfig, AmpResolvesForTheDeviceOnceItIsKnown) {
+  for (const std::vector<std::string>& flags : std::vector<std::vector<std::string>>{{"--amp"}, {"--dtype", "fp16", "--amp"}}) {
+    int exit_code = 0;
+    TrainConfig cpu = *ParseWorkerCommandLine(flags, exit_code);
+    TrainConfig gpu = cpu;
+    ResolvePrecisionForDevice(cpu, /*cuda=*/false);
+    EXPECT_EQ(cpu.precision, "amp-bf16") << flags.size();
+    EXPECT_NE(cpu.precision_note.find("on CPU means amp-bf16"), std::string::npos) << cpu.precision_note;
+    EXPECT_EQ(FindTrainOption("dtype")->get(cpu), "bf16") << "config.yaml holds the policy that ran";
+    ResolvePrecisionForDevice(gpu, /*cuda=*/true);
+    EXPECT_EQ(gpu.precision, "amp-fp16");
+  }
+  int exit_code = 0;
+  TrainConfig named = *ParseWorkerCommandLine({"--precision", "amp-fp16"}, exit_code);
+  ResolvePrecisionForDevice(named, /*cuda=*/false);
+  EXPECT_EQ(named.precision, "amp-fp16");
+  EXPECT_NE(named.precision_warning.find("--precision amp-fp16 on CPU"), std::string::npos) << named.precision_warning;
+}
+
+// 20 steps at the old fixed 50 wrote no row at all: the interval follows the run's length.
+TEST(TrainConfig, UnsetLogEveryGivesAboutTenRowsPerRunAndAtMostFifty) {
+  TrainConfig config;
+  EXPECT_EQ(config.log_every, 0);
+  config.max_steps = 20;
+  EXPECT_EQ(TotalSteps(config, 1875), 20);
+  EXPECT_EQ(MetricsRowInterval(config, 1875), 2);
+  config.max_steps = 5;
+  EXPECT_EQ(MetricsRowInterval(config, 1875), 1);
+  config.max_steps = 0;
+  config.epochs = 2;
+  EXPECT_EQ(TotalSteps(config, 150), 300);
+  EXPECT_EQ(MetricsRowInterval(config, 150), 30);
+  EXPECT_EQ(MetricsRowInterval(config, 1875), kMaxAutoLogEvery);
+  config.log_every = 7;
+  EXPECT_EQ(MetricsRowInterval(config, 1875), 7) << "a given --log-every is kept";
+}
+
+TEST(TrainConfig, ARunWithoutAMetricsRowIsFoundBeforeItStarts) {
+  EXPECT_FALSE(WritesMetricsRow(/*first_step=*/0, /*total_steps=*/20, /*interval=*/50, /*steps_per_epoch=*/1875));
+  EXPECT_TRUE(WritesMetricsRow(0, 20, 50, 20)) << "the epoch's end writes a row";
+  EXPECT_TRUE(WritesMetricsRow(0, 20, 20, 1875));
+  EXPECT_TRUE(WritesMetricsRow(13, 20, 4, 1875)) << "resumed at 13: a row at 16";
+  EXPECT_FALSE(WritesMetricsRow(13, 15, 4, 1875)) << "resumed at 13, stopped at 15: none";
+}
+
+TEST(TrainConfig, ImageSizeOnADataSetOfFixedSizeIsRefusedNamingImgSize) {
+  TrainConfig config;  // fashion-mnist
+  EXPECT_NO_THROW(ValidateConfig(config)) << "the default, as every earlier config.yaml holds it";
+  config.image_size = 300;
+  const std::string message = testing::BadInputMessage([&] { ValidateConfig(config); });
+  EXPECT_NE(message.find("--image-size 300 applies to imagefolder, webdataset and synthetic"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("--img-size 300"), std::string::npos) << message;
+  for (const std::string dataset : {"imagefolder", "synthetic", "webdataset"}) {
+    config.dataset = dataset;
+    EXPECT_NO_THROW(ValidateConfig(config)) << dataset;
+  }
+}
+
+TEST(TrainConfig, WandbFlagsAndKeysSayMgpuWritesTensorBoardEvents) {
+  int exit_code = 0;
+  const std::string flag = testing::BadInputMessage([&] { ParseWorkerCommandLine({"--wandb"}, exit_code); });
+  EXPECT_NE(flag.find("unknown flag --wandb"), std::string::npos) << flag;
+  EXPECT_NE(flag.find("TensorBoard events"), std::string::npos) << flag;
+  TempDir dir;
+  WriteBytes(dir / "c.yaml", "wandb_project: mnist\n");
+  TrainConfig config;
+  const std::string key = testing::BadInputMessage([&] { ApplyYamlFile(config, dir / "c.yaml"); });
+  EXPECT_NE(key.find("unknown key 'wandb_project'"), std::string::npos) << key;
+  EXPECT_NE(key.find("TensorBoard events"), std::string::npos) << key;
+  EXPECT_EQ(ForeignOptionHint("batch-sise"), "");
+}
+
+TEST(TrainConfig, EvalMaxSamplesIsAnOptionOfZeroOrMore) {
+  TrainConfig config;
+  EXPECT_EQ(config.eval_max_samples, 0) << "all test images by default";
+  FindTrainOption("eval_max_samples")->set(config, "500");
+  EXPECT_EQ(config.eval_max_samples, 500);
+  EXPECT_THROW(FindTrainOption("eval-max-samples")->set(config, "-1"), BadInputError);
+}
+
 }  // namespace
 }  // namespace mgpu
