@@ -207,7 +207,7 @@ void PrintFailure(const JobFailure& f) {
 
 // Supervises one attempt on node 0 until it succeeds or fails.
 std::optional<JobFailure> SuperviseAttempt(const JobState& state, const RunOptions& options, int nproc,
-                                           const std::string& log_dir) {
+                                           const std::string& log_dir, const std::string& coordinator) {
   const auto started = SteadyClock::now();
   std::optional<SteadyClock::time_point> first_failure_seen;
   while (true) {
@@ -227,6 +227,7 @@ std::optional<JobFailure> SuperviseAttempt(const JobState& state, const RunOptio
     const double timeout = options.heartbeat_timeout;
     const auto now = SteadyClock::now();
     if (auto lost = LostNode(state.Nodes(), ranks, nproc, timeout, timeout, now)) return lost;
+    if (auto absent = AbsentNodes(state.Nodes(), ranks, nproc, timeout, started, now, coordinator)) return absent;
     if (auto hung = HungRanks(ranks, timeout, started, now, log_dir)) {
       // The ranks that wait for a lost node's in a collective stall as early as its own do; a
       // node silent for half the timeout (two missed reports at least) is then the cause.
@@ -274,7 +275,7 @@ int RunCoordinatorNode(const RunOptions& options, const JobPlan& plan) {
     {
       WorkerGroup group([&state](const coordinator::WorkerExit& exit) { state.RecordExit(exit); });
       group.Start(WorkerSpecs(options, plan, out, log_dir, server.address(), attempt > 0));
-      report.failure = SuperviseAttempt(state, options, plan.nproc, log_dir);
+      report.failure = SuperviseAttempt(state, options, plan.nproc, log_dir, server.address());
       if (report.failure) PrintFailure(*report.failure);
       if (report.failure && report.failure->kind == "interrupted") {
         StopAfterInterrupt(group, report.failure->signal);
