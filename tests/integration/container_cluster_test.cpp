@@ -257,10 +257,10 @@ TEST_F(ContainerCluster, KillingOneContainerStopsTheOtherWithinTheHeartbeatTimeo
 TEST_F(ContainerCluster, ResumingFromTheSharedFolderEndsAsTheUninterruptedRun) {
   const std::vector<std::string> job = {"--max-steps", "16", "--checkpoint-every", "4"};
   const std::string node0 = Name("cut-node0"), node1 = Name("cut-node1");
-  // Rank 1 stops after step 8 (rank 0 has then written step 8's checkpoint and waits for it in
-  // step 9), so the kill lands mid-run whatever this machine's speed.
+  // Rank 1 stops after step 9 (step 8's checkpoint is written, rank 0 waits for rank 1 in step
+  // 10), so the kill lands mid-run whatever this machine's speed.
   std::vector<std::string> cut = job;
-  cut.insert(cut.end(), {"--test-hang-at-step", "8", "--test-hang-rank", "1", "--out", "/runs/cut"});
+  cut.insert(cut.end(), {"--test-hang-at-step", "9", "--test-hang-rank", "1", "--out", "/runs/cut"});
   BackgroundCommand second(Node(1, node0, node1, cut), kEngineEnvironment);
   BackgroundCommand first(Node(0, node0, node0, cut), kEngineEnvironment);
   ASSERT_TRUE(WaitFor([&] { return PathExists(runs_ / "cut/checkpoints/step-8.ckpt"); }, 120))
