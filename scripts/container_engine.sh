@@ -7,12 +7,12 @@
 # scripts/build_image.sh sources it for the same functions. The engine is, in order:
 #   - docker, when `docker info` answers (a client alone, without a daemon, is not an engine);
 #   - podman, with docker/containers.conf (CONTAINERS_CONF): runc instead of crun, no default
-#     ulimits, cgroupfs, netavark (the file says why); nothing in /etc is read or changed.
+#     ulimits, cgroupfs, netavark (the file says why); nothing in /etc is changed.
 # MGPU_CONTAINER_ENGINE=docker|podman picks one instead.
 # The bases, debian:bookworm (build stage) and debian:bookworm-slim (runtime stage), are used
 # when the engine has them, else pulled, else made with `mmdebstrap --variant=minbase bookworm`
-# from Debian's mirror and imported under both names (and docker.io/library/..., so that
-# `FROM debian:bookworm` resolves to them).
+# from Debian's mirror and imported as docker.io/library/debian:bookworm and ...-slim, the names
+# `FROM debian:bookworm` and `FROM debian:bookworm-slim` resolve to.
 set -euo pipefail
 
 MGPU_REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -93,8 +93,11 @@ ensure_base_images() {
       "check that this machine reaches Debian's mirror (apt-get update), then run again"
   fi
   for image in "${MGPU_BASE_IMAGES[@]}"; do
-    "$ENGINE" import --change 'CMD ["bash"]' "$scratch/base.tar" "docker.io/library/$image" >/dev/null 2>&1 \
-      || engine_fail "$ENGINE import of the mmdebstrap base as $image failed" "run \`$ENGINE import $scratch/base.tar $image\` to see why"
+    if ! out=$("$ENGINE" import --change 'CMD ["bash"]' "$scratch/base.tar" "docker.io/library/$image" 2>&1); then
+      rm -rf "$scratch"
+      engine_fail "$ENGINE import of the mmdebstrap base as $image failed: $(error_line "$out")" \
+        "check that $ENGINE can store images (free disk space, its storage settings), then run again"
+    fi
   done
   rm -rf "$scratch"
   engine_say "base: ${MGPU_BASE_IMAGES[*]} made locally (mmdebstrap --variant=minbase bookworm, $ENGINE import)"
