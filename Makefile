@@ -5,7 +5,7 @@ ENV_FILE := $(BUILD_DIR)/.setup.env
 CTEST_ARGS ?=
 BENCH_GPU_ARGS ?=
 
-.PHONY: all deps configure build test demo bench-cpu bench-cpu-workers bench-cpu-ddp bench-gpu bench-loader clean
+.PHONY: all deps configure build test demo image image-from-tree bench-cpu bench-cpu-workers bench-cpu-ddp bench-gpu bench-loader clean
 
 all: build
 
@@ -28,6 +28,15 @@ test: build
 
 demo: build
 	$(BUILD_DIR)/bin/mgpu demo
+
+# The container image of docker/Dockerfile, built from source inside it (scripts/setup.sh and
+# `make build`), with docker or podman, whichever works here (scripts/build_image.sh says which,
+# and which base); image-from-tree builds only its runtime stage from this tree's binaries.
+image:
+	bash scripts/build_image.sh
+
+image-from-tree: build
+	bash scripts/build_image.sh --from-tree $(BUILD_DIR)
 
 bench-cpu: build
 	bash bench/cpu_lenet.sh $(BUILD_DIR)

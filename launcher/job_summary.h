@@ -17,7 +17,8 @@ namespace mgpu {
 // What stopped a job, as the launcher reports it.
 struct JobFailure {
   std::string kind;  // "failed" (a worker exited or reported an error), "hung", "node-lost" (a
-                     // node's launcher stopped reporting), "interrupted"
+                     // node's launcher stopped reporting), "node-absent" (one never joined),
+                     // "interrupted"
   int rank = -1;     // -1: no rank (interrupted)
   std::string host;
   int64_t pid = 0;

@@ -206,9 +206,13 @@ void PrintFailure(const JobFailure& f) {
   std::fprintf(stderr, "mgpu run: %s%s\n", label, f.error.c_str());
 }
 
+// Two missed node reports (at most 1 s apart), shorter than kSettleWindow: a node silent this long
+// when a peer-lost failure is blamed has gone.
+constexpr double kMissedReportsSeconds = 2;
+
 // Supervises one attempt on node 0 until it succeeds or fails.
 std::optional<JobFailure> SuperviseAttempt(const JobState& state, const RunOptions& options, int nproc,
-                                           const std::string& log_dir) {
+                                           const std::string& log_dir, const std::string& coordinator) {
   const auto started = SteadyClock::now();
   std::optional<SteadyClock::time_point> first_failure_seen;
   while (true) {
@@ -220,7 +224,17 @@ std::optional<JobFailure> SuperviseAttempt(const JobState& state, const RunOptio
       // for every fate, within the settle window, then blame by the rule (launcher/root_cause.h).
       if (!first_failure_seen) first_failure_seen = SteadyClock::now();
       if (EveryFateKnown(ranks) || SteadyClock::now() - *first_failure_seen >= kSettleWindow) {
-        return FailureReport(ranks.at(static_cast<size_t>(*cause)));
+        const RankView& blamed = ranks.at(static_cast<size_t>(*cause));
+        // The blamed rank only saw a peer vanish while a node has missed its reports: that node's
+        // host went down or its mgpu run was killed (a killed container resets its connections at
+        // once, long before the heartbeat timeout), and its ranks' ends will never arrive.
+        if (FailureOf(blamed)->failure_class == FailureClass::kPeerLost) {
+          if (auto lost = LostNode(state.Nodes(), ranks, nproc, kMissedReportsSeconds, options.heartbeat_timeout,
+                                   SteadyClock::now())) {
+            return lost;
+          }
+        }
+        return FailureReport(blamed);
       }
       continue;
     }
@@ -228,6 +242,7 @@ std::optional<JobFailure> SuperviseAttempt(const JobState& state, const RunOptio
     const double timeout = options.heartbeat_timeout;
     const auto now = SteadyClock::now();
     if (auto lost = LostNode(state.Nodes(), ranks, nproc, timeout, timeout, now)) return lost;
+    if (auto absent = AbsentNodes(state.Nodes(), ranks, nproc, timeout, started, now, coordinator)) return absent;
     if (auto hung = HungRanks(ranks, timeout, started, now, log_dir)) {
       // The ranks that wait for a lost node's in a collective stall as early as its own do; a
       // node silent for half the timeout (two missed reports at least) is then the cause.
@@ -275,7 +290,7 @@ int RunCoordinatorNode(const RunOptions& options, const JobPlan& plan) {
     {
       WorkerGroup group([&state](const coordinator::WorkerExit& exit) { state.RecordExit(exit); });
       group.Start(WorkerSpecs(options, plan, out, log_dir, server.address(), attempt > 0));
-      report.failure = SuperviseAttempt(state, options, plan.nproc, log_dir);
+      report.failure = SuperviseAttempt(state, options, plan.nproc, log_dir, server.address());
       if (report.failure) PrintFailure(*report.failure);
       if (report.failure && report.failure->kind == "interrupted") {
         StopAfterInterrupt(group, report.failure->signal);

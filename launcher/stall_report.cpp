@@ -4,6 +4,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/status.h"
 
@@ -105,6 +106,24 @@ std::optional<JobFailure> LostNode(const std::vector<NodeView>& nodes, const std
                           "mgpu run killed)",
                           lost->node_rank, lost->host.empty() ? "?" : lost->host, SecondsBetween(lost->last_heard, now),
                           timeout, which, root.registered ? RankPosition(root, now) : "start-up");
+  return f;
+}
+
+std::optional<JobFailure> AbsentNodes(const std::vector<NodeView>& nodes, const std::vector<RankView>& ranks, int nproc,
+                                      double timeout, SteadyClock::time_point started, SteadyClock::time_point now,
+                                      const std::string& coordinator) {
+  if (SecondsBetween(started, now) <= timeout) return std::nullopt;
+  std::vector<int> absent;
+  for (const NodeView& node : nodes) {
+    if (!node.joined) absent.push_back(node.node_rank);
+  }
+  if (absent.empty()) return std::nullopt;
+  JobFailure f = StalledAt("node-absent", ranks.at(static_cast<size_t>(absent.front() * nproc)));
+  const std::string which = fmt::format("{}", fmt::join(absent, ", "));
+  f.message = fmt::format("node(s) {} never joined: no `mgpu run --node-rank {}` reached the coordinator at {} within "
+                          "--heartbeat-timeout {} s. Start it on that host with the same --nnodes, --master-addr, "
+                          "--master-port and token, and check that the host reaches {} (name resolution, firewall)",
+                          which, absent.front(), coordinator, timeout, coordinator);
   return f;
 }
 

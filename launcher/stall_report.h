@@ -19,7 +19,7 @@ constexpr double kMinStartupSeconds = 60;
 // COLLECTIVE for T s" while a collective it started has not completed.
 std::string RankPosition(const RankView& view, SteadyClock::time_point now);
 
-// A job stopped for want of progress (`kind` "hung" or "node-lost"), with `root` as its cause, at
+// A job stopped for want of progress (`kind` "hung", "node-lost" or "node-absent"), with `root` as its cause, at
 // the position it last reported.
 JobFailure StalledAt(const std::string& kind, const RankView& root);
 
@@ -37,5 +37,13 @@ std::optional<JobFailure> HungRanks(const std::vector<RankView>& ranks, double t
 // seconds: its host is unreachable or its launcher died, and its `nproc` ranks with it.
 std::optional<JobFailure> LostNode(const std::vector<NodeView>& nodes, const std::vector<RankView>& ranks, int nproc,
                                    double threshold, double timeout, SteadyClock::time_point now);
+
+// The nodes that have not joined `timeout` seconds after `started` (the attempt's start): no
+// `mgpu run --node-rank K` reached the coordinator at `coordinator` (node 0 waits for the others
+// as long as they wait for it). Kind "node-absent", root cause the first absent node's first rank,
+// its message naming every absent node, the address, and what to check.
+std::optional<JobFailure> AbsentNodes(const std::vector<NodeView>& nodes, const std::vector<RankView>& ranks, int nproc,
+                                      double timeout, SteadyClock::time_point started, SteadyClock::time_point now,
+                                      const std::string& coordinator);
 
 }  // namespace mgpu

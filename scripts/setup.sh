@@ -42,6 +42,11 @@ readonly DEBIAN_PACKAGES=(
   # gets in its way: munge's service (with systemd) serves its own socket and key, which the tests
   # do not use, and slurmctld's and slurmd's services start only with an /etc/slurm/slurm.conf.
   slurm-wlm munge
+  # The `container` tests' engine (scripts/container_engine.sh): podman with runc (crun refuses
+  # this kind of machine's cgroups), netavark and aardvark-dns for a network whose containers
+  # find each other by name, iptables for netavark's rules, and mmdebstrap for the Debian 12 base
+  # where no image registry can be reached. Run as root, so none of rootless podman's helpers.
+  podman runc netavark aardvark-dns iptables mmdebstrap
 )
 
 say() { printf '[setup] %s\n' "$*"; }

@@ -1,6 +1,7 @@
 // docker/Dockerfile, docker/compose.yaml and .dockerignore, checked for what can be checked
 // without a Docker engine: the Dockerfile sets up with the README's script and the Makefile's
-// commands and ends in a slim stage holding mgpu and mgpu-worker with Open MPI's run-as-root
+// commands on Debian 12 (nothing from NVIDIA's apt repository) and ends in a slim stage holding
+// mgpu and mgpu-worker, collected by scripts/collect_runtime.sh, with Open MPI's run-as-root
 // switches; the compose file parses, names only paths that exist, and runs a 2-node job whose
 // command lines mgpu itself accepts.
 #include <gtest/gtest.h>
@@ -127,8 +128,13 @@ TEST_F(DockerFiles, TheBuildStageSetsUpWithTheReadmesScriptAndBuildsWithTheMakef
   ASSERT_TRUE(Contains(readme, "scripts/setup.sh")) << "the README's set-up step is scripts/setup.sh";
   const Stage* build = BuildStage();
   ASSERT_NE(build, nullptr) << "a stage must RUN `make build`, the README's build command";
-  EXPECT_TRUE(Contains(build->base, "cuda") || Find(*build, "RUN", "cuda-toolkit") >= 0)
-      << "the build stage needs the CUDA toolkit (a CUDA devel base or NVIDIA's packages): " << build->base;
+  EXPECT_EQ(build->base, "debian:bookworm") << "scripts/setup.sh's package names are Debian 12's";
+  for (const Stage& stage : stages_) {
+    for (const Instruction& instruction : stage.instructions) {
+      EXPECT_FALSE(Contains(instruction.args, "nvidia.com") || Contains(instruction.args, "cuda-keyring"))
+          << "CUDA, cuDNN and NCCL come from the torch wheel (PyPI), not NVIDIA's apt repository: " << instruction.args;
+    }
+  }
 
   // The Makefile's deps recipe, with its variables expanded, is what the image runs.
   const std::string makefile = ReadText(kRoot + "/Makefile");
@@ -159,29 +165,34 @@ TEST_F(DockerFiles, TheFinalStageIsSlimAndHoldsBothBinariesWithOpenMpisRootSwitc
   EXPECT_EQ(Find(final_stage, "RUN", "make build"), -1) << "the runtime stage builds nothing";
   EXPECT_EQ(Find(final_stage, "RUN", "build-essential"), -1) << "the runtime stage has no compiler";
 
-  // The build stage puts the binaries into a folder that the final stage copies and puts on PATH.
+  // The build stage collects the binaries and their libraries into a folder
+  // (scripts/collect_runtime.sh, which the runtime-only build runs on the host too); the final
+  // stage copies it, through the stage MGPU_BINARIES picks (the build stage by default), and puts
+  // its bin/ on PATH.
   const Stage* build = BuildStage();
   ASSERT_NE(build, nullptr);
   std::smatch match;
-  std::string bin_dir;
+  std::string collected;
   for (const Instruction& instruction : build->instructions) {
-    if (std::regex_search(instruction.args, match,
-                          std::regex(R"(cp build/bin/mgpu build/bin/mgpu-worker (\S+?)/?(\s|$))"))) {
-      bin_dir = match[1];
+    if (std::regex_search(instruction.args, match, std::regex(R"(scripts/collect_runtime\.sh build (\S+?)/?(\s|$))"))) {
+      collected = match[1];
     }
   }
-  ASSERT_FALSE(bin_dir.empty()) << "the build stage must copy build/bin/mgpu and build/bin/mgpu-worker out of the tree";
+  ASSERT_FALSE(collected.empty()) << "the build stage must run scripts/collect_runtime.sh on its build tree";
+  std::set<std::string> from_build = {build->name};  // stages that are the build stage under another name
+  for (const Stage& stage : stages_) {
+    if (from_build.count(stage.base) && !stage.name.empty()) from_build.insert(stage.name);
+  }
   bool copied = false;
   for (const Instruction& instruction : final_stage.instructions) {
     if (instruction.keyword != "COPY" ||
         !std::regex_search(instruction.args, match, std::regex(R"(--from=(\S+)\s+(\S+)\s+\S+)"))) {
       continue;
     }
-    const std::string from = match[1], source = match[2];
-    if ((from == build->name) && bin_dir.rfind(source, 0) == 0) copied = true;
+    if (from_build.count(match[1]) && collected.rfind(match[2], 0) == 0) copied = true;
   }
-  EXPECT_TRUE(copied) << "the final stage must COPY --from=" << build->name << " the folder holding " << bin_dir;
-  EXPECT_GE(Find(final_stage, "ENV", "PATH=" + bin_dir), 0) << "mgpu and mgpu-worker on PATH";
+  EXPECT_TRUE(copied) << "the final stage must COPY --from=" << build->name << " (or an alias) " << collected;
+  EXPECT_GE(Find(final_stage, "ENV", "PATH=" + collected + "/bin"), 0) << "mgpu and mgpu-worker on PATH";
   EXPECT_GE(Find(final_stage, "ENV", "OMPI_ALLOW_RUN_AS_ROOT=1"), 0);
   EXPECT_GE(Find(final_stage, "ENV", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"), 0);
   EXPECT_GE(Find(final_stage, "RUN", "openmpi-bin"), 0) << "mpirun in the image";

@@ -1,7 +1,8 @@
 // `mgpu run`'s stall verdicts from the ranks' last reports: nothing while every rank progresses
 // within the timeout; once one does not, the rank the others wait for is the root cause, even
 // when the rank waiting in a collective passes the timeout first; ranks that never registered
-// get the start-up grace; a silent node is reported with its ranks.
+// get the start-up grace; a silent node is reported with its ranks; a node that never joined is
+// named, with the coordinator's address, once the heartbeat timeout has passed.
 #include <gtest/gtest.h>
 
 #include "launcher/stall_report.h"
@@ -111,6 +112,24 @@ TEST(StallReport, ASilentNodeIsLostWithItsRanks) {
   EXPECT_EQ(lost->host, "node-b");
   EXPECT_NE(lost->message.find("node 1 (host node-b) lost"), std::string::npos) << lost->message;
   EXPECT_NE(lost->message.find("its ranks 2 to 3 stopped at step 2"), std::string::npos) << lost->message;
+}
+
+TEST(StallReport, ANodeThatNeverJoinedIsNamedWithTheAddressItShouldReach) {
+  NodeView joined{1, true, "node-b", SecondsAgo(0.5)};
+  NodeView absent{2, false, "", SecondsAgo(100)};
+  RankView unregistered;
+  unregistered.rank = 2;
+  const std::vector<RankView> ranks = {Training(0, 0, 0), Training(1, 0, 0), unregistered};
+  EXPECT_FALSE(AbsentNodes({joined, absent}, ranks, 1, kTimeout, SecondsAgo(kTimeout - 1), kNow, "node0:29501"))
+      << "node 0 waits for the others as long as they wait for it";
+  EXPECT_FALSE(AbsentNodes({joined}, ranks, 1, kTimeout, SecondsAgo(100), kNow, "node0:29501"));
+  const auto verdict = AbsentNodes({joined, absent}, ranks, 1, kTimeout, SecondsAgo(kTimeout + 1), kNow, "node0:29501");
+  ASSERT_TRUE(verdict);
+  EXPECT_EQ(verdict->kind, "node-absent");
+  EXPECT_EQ(verdict->rank, 2);
+  EXPECT_NE(verdict->message.find("node(s) 2 never joined"), std::string::npos) << verdict->message;
+  EXPECT_NE(verdict->message.find("mgpu run --node-rank 2"), std::string::npos) << verdict->message;
+  EXPECT_NE(verdict->message.find("reaches node0:29501"), std::string::npos) << verdict->message;
 }
 
 }  // namespace
