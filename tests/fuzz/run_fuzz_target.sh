@@ -25,6 +25,8 @@ mkdir -p "$artifacts"
 name=$(basename "$binary")
 # Each target writes its input to a file under TMPDIR: keep those with the run's own files.
 export TMPDIR=$found
+# Leaks that are LibTorch's own, not mgpu's (the file says which and why).
+export LSAN_OPTIONS="suppressions=$(cd "$(dirname "$0")" && pwd)/lsan_suppressions.txt${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 mkdir -p "$found/corpus"
 exec "$binary" "$found/corpus" "$corpus" \
   -max_total_time="$seconds" -rss_limit_mb="$rss_mb" -malloc_limit_mb="$malloc_mb" -timeout="$timeout_s" \
