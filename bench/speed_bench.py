@@ -116,7 +116,7 @@ def main():
     if "resnet" in only:
         results["resnet18-bf16"] = synthetic_rows(
             args, "resnet18", "amp-bf16", 256, 60, 15, variants(
-                {"mgpu eager --data-on-device": ["--data-on-device", "true"],
+                {"mgpu eager --data-on-device": ["--data-on-device", "true", "--channels-last", "false"],
                  "mgpu --data-on-device --channels-last": ["--data-on-device", "true", "--channels-last", "true"],
                  "mgpu --data-on-device --channels-last --cuda-graphs": ["--channels-last", "true"] + FAST},
                 "mgpu --data-on-device --channels-last --cuda-graphs"))

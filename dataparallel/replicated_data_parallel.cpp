@@ -50,7 +50,7 @@ ReplicatedDataParallel::ReplicatedDataParallel(std::shared_ptr<Classifier> prima
     state_.emplace_back(state, devices_[r]);
     if (!state_[r].Matches(state_[0]) || !gradients_[r].Matches(gradients_[0])) {
       throw Error(ExitCode::kFailure, fmt::format("--mode dp: the replica on {} does not have the primary's "
-                                                  "parameters and buffers (same order, shapes and dtypes)",
+                                                  "parameters and buffers (same order, shapes, layouts and dtypes)",
                                                   DeviceLabel(devices_[r])));
     }
     if (r == 0) state_[0].Pack(state);  // the replicas get theirs from the first broadcast

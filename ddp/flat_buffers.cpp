@@ -20,7 +20,12 @@ FlatBuffers::FlatBuffers(const std::vector<torch::Tensor>& like, torch::Device d
     groups_.push_back(torch::zeros({numel}, torch::TensorOptions().dtype(dtypes[g]).device(device)));
     int64_t offset = 0;
     for (size_t k : members_[g]) {
-      views_[k] = groups_[g].narrow(0, offset, like[k].numel()).view(like[k].sizes());
+      const torch::Tensor& t = like[k];
+      // With the tensor's strides where it is dense but not contiguous (channels-last weights),
+      // so that a view set as a parameter's data keeps its layout.
+      views_[k] = !t.is_contiguous() && t.is_non_overlapping_and_dense()
+                      ? groups_[g].as_strided(t.sizes(), t.strides(), offset)
+                      : groups_[g].narrow(0, offset, t.numel()).view(t.sizes());
       offset += like[k].numel();
     }
   }
@@ -29,10 +34,19 @@ FlatBuffers::FlatBuffers(const std::vector<torch::Tensor>& like, torch::Device d
 void FlatBuffers::Pack(const std::vector<torch::Tensor>& sources) {
   torch::NoGradGuard no_grad;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    std::vector<torch::Tensor> flat;
-    flat.reserve(members_[g].size());
-    for (size_t k : members_[g]) flat.push_back(sources[k].detach().reshape({-1}));
-    torch::cat_out(groups_[g], flat);
+    std::vector<torch::Tensor> targets, flat;
+    bool strided = false;
+    for (size_t k : members_[g]) {
+      targets.push_back(views_[k]);
+      flat.push_back(sources[k].detach());
+      strided = strided || !views_[k].is_contiguous();
+    }
+    if (strided) {
+      at::_foreach_copy_(targets, flat);  // element by element, whatever the layouts
+    } else {
+      for (torch::Tensor& t : flat) t = t.reshape({-1});
+      torch::cat_out(groups_[g], flat);
+    }
   }
 }
 
@@ -48,7 +62,7 @@ bool FlatBuffers::Matches(const FlatBuffers& other) const {
     }
   }
   for (size_t k = 0; k < views_.size(); ++k) {
-    if (views_[k].sizes() != other.views_[k].sizes()) return false;
+    if (views_[k].sizes() != other.views_[k].sizes() || views_[k].strides() != other.views_[k].strides()) return false;
   }
   return true;
 }

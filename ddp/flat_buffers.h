@@ -1,9 +1,11 @@
 // FlatBuffers: a list of tensors (a model's parameters, their gradients, its buffers) laid out
 // in one contiguous buffer per dtype, so that one collective or one copy moves a whole group.
 //
-// views()[k] has the shape of tensors[k] and aliases its group's buffer. Every replica of a
-// model lists its tensors in the same order with the same shapes and dtypes, so the groups of
-// two replicas line up element for element (Matches checks it).
+// views()[k] has the shape of tensors[k] and aliases its group's buffer; where tensors[k] is
+// dense but not contiguous (a channels-last convolution weight), the view has its strides too,
+// as the buckets of PyTorch's DDP reducer do. Every replica of a model lists its tensors in the
+// same order with the same shapes, strides and dtypes, so the groups of two replicas line up
+// element for element (Matches checks it).
 #pragma once
 
 #include <string>
@@ -15,7 +17,7 @@ namespace mgpu {
 
 class FlatBuffers {
  public:
-  // Zero-filled buffers on `device` with the shapes and dtypes of `like`.
+  // Zero-filled buffers on `device` with the shapes, dense strides and dtypes of `like`.
   FlatBuffers(const std::vector<torch::Tensor>& like, torch::Device device);
 
   const std::vector<torch::Tensor>& groups() const { return groups_; }  // (numel) per dtype
@@ -25,7 +27,7 @@ class FlatBuffers {
   // concatenation kernel per group.
   void Pack(const std::vector<torch::Tensor>& sources);
   void Zero();
-  // Whether `other` has the same groups (members, dtypes and sizes).
+  // Whether `other` has the same groups (members, dtypes and sizes) and views (shapes, strides).
   bool Matches(const FlatBuffers& other) const;
 
  private:

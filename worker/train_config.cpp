@@ -388,10 +388,30 @@ std::vector<OptionSpec> BuildOptions() {
                          "--grad-accum/--grad-clip, not o2), with --mode dp each replica's forward + backward "
                          "(--dp-impl mgpu, CUDA devices)"));
   o.back().aliases = {"cuda_graphs"};
-  o.push_back(BoolOption("channels-last", &TrainConfig::channels_last,
-                         "keep convolution weights and batches in NHWC (channels-last) memory format "
-                         "(--mode single)"));
-  o.back().aliases = {"channels_last"};
+  {
+    OptionSpec channels_last;
+    channels_last.name = "channels-last";
+    channels_last.aliases = {"channels_last"};
+    channels_last.help = "keep convolution weights and batches in NHWC (channels-last) memory format; auto: on "
+                         "for convolutional nets on CUDA under a 16-bit precision, off otherwise";
+    channels_last.choices = {"auto", "true", "false"};
+    channels_last.flag_value = "true";
+    channels_last.set = [](TrainConfig& c, const std::string& t) {
+      if (Folded(t) == "auto") {
+        c.channels_last = std::nullopt;
+        return;
+      }
+      try {
+        c.channels_last = ParseBool(t);
+      } catch (const BadInputError&) {
+        throw BadInputError(fmt::format("'{}' is not auto, true or false", t));
+      }
+    };
+    channels_last.get = [](const TrainConfig& c) {
+      return std::string(!c.channels_last ? "auto" : *c.channels_last ? "true" : "false");
+    };
+    o.push_back(channels_last);
+  }
   o.push_back(BoolOption("data-on-device", &TrainConfig::data_on_device,
                          "keep the training set on the training device and build batches there "
                          "(no augmentation; not with --mode dp)"));
@@ -694,7 +714,7 @@ std::string CheckpointPath(const TrainConfig& config, const std::string& output_
 
 namespace {
 
-// --cuda-graphs, --channels-last and --data-on-device against what they support.
+// --cuda-graphs and --data-on-device against what they support (--channels-last works in every mode).
 void ValidateSpeedOptions(const TrainConfig& config, const Augmentation& augmentation) {
   if (config.cuda_graphs) {
     std::string conflict;
@@ -719,11 +739,6 @@ void ValidateSpeedOptions(const TrainConfig& config, const Augmentation& augment
   if (config.test_nonfinite_at_step > 0 && (config.mode != "single" || config.cuda_graphs)) {
     throw BadInputError(fmt::format("--test-nonfinite-at-step works with --mode single without --cuda-graphs, "
                                     "not with --mode {}{}", config.mode, config.cuda_graphs ? " --cuda-graphs" : ""));
-  }
-  if (config.channels_last && config.mode != "single") {
-    throw BadInputError(fmt::format("--channels-last supports --mode single only, not --mode {} (the replicas' and "
-                                    "buckets' flat parameter copies assume the default layout)",
-                                    config.mode));
   }
   if (config.decode == "gpu" && (config.data_loading == "memory" ||
                                  (config.dataset != "imagefolder" && config.dataset != "webdataset"))) {

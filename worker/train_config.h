@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,7 +100,9 @@ struct TrainConfig {
   std::string memory_snapshot;        // CUDA allocator history pickle; empty: none
   std::string profile_steps;          // "FIRST-LAST" (worker/trace_profiler.h); empty: none
   bool cuda_graphs = false;     // worker/graphed_step.h
-  bool channels_last = false;   // models/memory_format.h
+  // models/memory_format.h: true or false as asked, nullopt ("auto") for ChooseChannelsLast's
+  // rule (worker/channels_last_choice.h).
+  std::optional<bool> channels_last;
   bool data_on_device = false;  // data/device_resident_batches.h
   int64_t threads = 0;          // intra-op CPU threads; 0: LibTorch's default; <= MaxIntraOpThreads()
   int64_t eval_batch_size = 1000;

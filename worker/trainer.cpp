@@ -32,6 +32,7 @@
 #include "models/model_factory.h"
 #include "optim/fused_optimizer.h"
 #include "optim/lr_scheduler.h"
+#include "worker/channels_last_choice.h"
 #include "worker/checkpoint.h"
 #include "worker/deferred_rows.h"
 #include "worker/graphed_step.h"
@@ -348,7 +349,10 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
   auto model = MakeModel(config.model, shape);
   model->to(device);
   ConvertModelForPrecision(*model, precision);
-  if (config.channels_last) ConvertToChannelsLast(*model);
+  const ChannelsLastChoice layout = ChooseChannelsLast(config.channels_last, *model, device, precision);
+  const bool channels_last = layout.on;
+  if (channels_last) ConvertToChannelsLast(*model);
+  summary["channels_last"] = channels_last;
   model->train();
   std::unique_ptr<DistributedDataParallel> replicated;
   if (ddp) {
@@ -367,7 +371,12 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
         model, DataParallelOptions{config.dp_impl,
                                    ResolveDataParallelDevices(config.dp_devices, config.device,
                                                               static_cast<int>(torch::cuda::device_count())),
-                                   precision, [&config, shape] { return MakeModel(config.model, shape); },
+                                   precision,
+                                   [&config, shape, channels_last] {
+                                     std::shared_ptr<Classifier> replica = MakeModel(config.model, shape);
+                                     if (channels_last) ConvertToChannelsLast(*replica);  // the primary's layout
+                                     return replica;
+                                   },
                                    config.label_smoothing, config.cuda_graphs});
   }
   FusedOptimizer optimizer = MakeOptimizer(config, model->parameters(), precision);
@@ -400,7 +409,7 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
   summary["decode"] = decode.gpu ? "gpu" : "cpu";
   if (config.data_on_device) {
     auto on_device = std::make_unique<DeviceResidentBatches>(data.memory->train, micro_batch, device);
-    if (graphed) graphed->GatherFrom(*on_device, config.channels_last);  // the batches are gathered in the graph
+    if (graphed) graphed->GatherFrom(*on_device, channels_last);  // the batches are gathered in the graph
     batches = std::move(on_device);
   } else if (decode.gpu) {
     auto streamed = std::dynamic_pointer_cast<const StreamingImages>(data.train);
@@ -492,8 +501,9 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
                                                                         GraphedTrainStep::kEagerSteps)
                                                   : config.cuda_graphs ? "each replica's forward + backward as a CUDA graph"
                                                                        : "eager",
-                                                  config.channels_last ? "channels-last" : "NCHW",
+                                                  channels_last ? "channels-last" : "NCHW",
                                                   config.data_on_device ? "the data set on the device" : "the host loader")},
+                   {"memory layout", fmt::format("{} ({})", channels_last ? "channels-last" : "NCHW", layout.reason)},
                    {"effective lr", fmt::format("{} (--lr-scale-rule {}, global batch {})", EffectiveLr(config),
                                                 config.lr_scale_rule, config.batch_size)},
                    {"output", outputs.folder()},
@@ -615,7 +625,7 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
       const bool last_micro = (micro + 1) % config.grad_accum == 0 || micro + 1 == micro_batches_per_epoch;
       // (B, C, H, W); undefined when the graphed step gathers the batch from its sample indices.
       const torch::Tensor images =
-          batch->images.defined() ? ImagesInFormat(batch->images, config.channels_last) : batch->images;
+          batch->images.defined() ? ImagesInFormat(batch->images, channels_last) : batch->images;
       const torch::Tensor& labels = batch->labels;  // (B)
       timeline.Mark(StepPhase::kInput);
       if (micro % config.grad_accum == 0 && !graphed) {
@@ -764,7 +774,7 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
     const auto eval_start = Clock::now();
     const Evaluation eval = Evaluate(*model, data.test, config.eval_batch_size, config.eval_max_samples,
                                      data.memory ? 0 : static_cast<int>(config.num_workers), device, precision,
-                                     world.rank, ranks, config.channels_last);
+                                     world.rank, ranks, channels_last);
     const double eval_seconds = SecondsSince(eval_start);
     report_skipped_images();
     if (!std::isfinite(train_loss)) {

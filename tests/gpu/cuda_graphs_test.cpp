@@ -1,5 +1,5 @@
 // --cuda-graphs, --channels-last and --data-on-device on a GPU: the graphed step trains like the
-// eager one, on one GPU and as a DDP step on two. Skipped, saying so, on machines without the GPUs.
+// eager one, on one GPU and as a DDP step on two; channels-last DDP trains like the default layout. Skipped, saying so, on machines without the GPUs.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -151,6 +151,45 @@ TEST_F(CudaGraphs, GraphedDdpStepsTrainLikeEagerDdpSteps) {
     // The replayed all-reduces are inside the graph's time: no separate collective total.
     EXPECT_FALSE(graphed["epochs_detail"][0]["phase_seconds"].contains("collectives_total")) << name;
     EXPECT_TRUE(eager["epochs_detail"][0]["phase_seconds"].contains("collectives_total")) << name;
+  }
+}
+
+// Channels-last under DDP: the bucket views take the weights' NHWC strides, and the run follows
+// the default layout's. LeNet in float32 within the float32 reordering bound; a ResNet-18 under
+// amp-bf16, where auto picks channels-last, eager and graphed, within the bound the graphed
+// ResNet tests above hold bfloat16 runs to.
+TEST_F(CudaGraphs, ChannelsLastDdpOnTwoGpusTrainsLikeTheDefaultLayout) {
+  if (torch::cuda::device_count() < 2) GTEST_SKIP() << "fewer than 2 CUDA devices: channels-last DDP test skipped";
+  const std::vector<std::string> lenet = {"--precision", "fp32"};
+  auto flags = lenet;
+  flags.insert(flags.end(), {"--channels-last", "false"});
+  const auto nchw = TrainDdp("lenet-nchw", flags);
+  flags = lenet;
+  flags.insert(flags.end(), {"--channels-last", "true"});
+  const auto nhwc = TrainDdp("lenet-nhwc", flags);
+  EXPECT_EQ(nchw["channels_last"], false);
+  EXPECT_EQ(nhwc["channels_last"], true);
+  EXPECT_EQ(nhwc["rank_param_checksums"][0], nhwc["rank_param_checksums"][1]);
+  // 2 epochs of 11 steps; LeNet's longest gradient sum: conv1's weight over 64 images' 28x28 outputs.
+  const double tolerance = Float32ReorderingTolerance(22, 64 * 28 * 28);
+  const double reference = nchw["param_checksum"];
+  EXPECT_NEAR(nhwc["param_checksum"].get<double>(), reference, tolerance * std::abs(reference));
+
+  const std::vector<std::string> resnet = {"--model", "resnet18", "--max-steps", "12", "--precision", "amp-bf16"};
+  flags = resnet;
+  flags.insert(flags.end(), {"--channels-last", "false"});
+  const auto resnet_nchw = TrainDdp("resnet-nchw", flags);
+  const auto resnet_auto = TrainDdp("resnet-auto", resnet);
+  flags = resnet;
+  flags.insert(flags.end(), {"--cuda-graphs", "true"});
+  const auto resnet_graphed = TrainDdp("resnet-auto-graphed", flags);
+  EXPECT_EQ(resnet_auto["channels_last"], true) << "auto: a convolutional net on CUDA under amp-bf16";
+  EXPECT_NE(ReadText(dir_ / "resnet-auto/logs/rank-0.log").find("channels-last (auto:"), std::string::npos);
+  EXPECT_TRUE(resnet_graphed["cuda_graphs"]["captured"].get<bool>());
+  const double expected = resnet_nchw["param_checksum"];
+  for (const auto* run : {&resnet_auto, &resnet_graphed}) {
+    EXPECT_EQ((*run)["rank_param_checksums"][0], (*run)["rank_param_checksums"][1]);
+    EXPECT_NEAR((*run)["param_checksum"].get<double>(), expected, 1e-3 * std::abs(expected));
   }
 }
 

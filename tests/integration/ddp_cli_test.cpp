@@ -100,6 +100,23 @@ TEST_F(DdpCli, GlooUnderTorchrunEnvironmentMatchesOneProcessWithTheGlobalBatch) 
   EXPECT_NE(ReadText(out_ / "ddp/logs/rank-1.log").find("torchrun environment"), std::string::npos);
 }
 
+TEST_F(DdpCli, ChannelsLastTrainsToTheDefaultLayoutsParameters) {
+  std::vector<CommandResult> ranks = RunTorchrunStyle("nchw", {"--batch-size", "64", "--backend", "gloo"});
+  for (const auto& r : ranks) ASSERT_EQ(r.exit_code, 0) << r.output;
+  ranks = RunTorchrunStyle("nhwc", {"--batch-size", "64", "--backend", "gloo", "--channels-last"});
+  for (const auto& r : ranks) ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json nchw = ReadSummary(out_ / "nchw"), nhwc = ReadSummary(out_ / "nhwc");
+  EXPECT_EQ(nchw["channels_last"], false) << "auto: off on the CPU";
+  EXPECT_EQ(nhwc["channels_last"], true);
+  EXPECT_EQ(nhwc["rank_param_checksums"][0], nhwc["rank_param_checksums"][1]) << "every rank ends equal";
+  // NHWC convolutions sum in another order: LeNet's conv1 weight gradient over the global
+  // batch's 28x28 outputs.
+  const double tolerance = Float32ReorderingTolerance(kSteps, 64 * 28 * 28);
+  const double reference = nchw["param_checksum"];
+  EXPECT_NEAR(nhwc["param_checksum"].get<double>(), reference, tolerance * reference);
+  EXPECT_NE(ReadText(out_ / "nhwc/logs/rank-0.log").find("channels-last (--channels-last true)"), std::string::npos);
+}
+
 TEST_F(DdpCli, NoSyncAccumulationOfHalfBatchesEqualsTheFullBatch) {
   RunSingle("single", 64);
   std::vector<CommandResult> ranks =

@@ -72,6 +72,22 @@ TEST_F(DpCli, TwoCpuReplicasTrainLikeOneProcessAndReportTimingPerDevice) {
   EXPECT_NEAR(summary["test_accuracy"].get<double>(), reference["test_accuracy"].get<double>(), 0.5);
 }
 
+TEST_F(DpCli, ChannelsLastReplicasTrainToTheDefaultLayoutsParameters) {
+  const std::vector<std::string> dp = {"--mode", "dp", "--dp-devices", "cpu,cpu", "--max-steps", "8"};
+  CommandResult nchw = Train("nchw", dp);
+  ASSERT_EQ(nchw.exit_code, 0) << nchw.output;
+  std::vector<std::string> channels_last = dp;
+  channels_last.insert(channels_last.end(), {"--channels-last", "true"});
+  CommandResult nhwc = Train("nhwc", channels_last);
+  ASSERT_EQ(nhwc.exit_code, 0) << nhwc.output;
+  const nlohmann::json summary = ReadSummary(out_ / "nhwc");
+  EXPECT_EQ(summary["channels_last"], true);
+  const double reference = ReadSummary(out_ / "nchw")["param_checksum"];
+  const double tolerance = Float32ReorderingTolerance(8, kLongestSum);
+  EXPECT_NEAR(summary["param_checksum"].get<double>(), reference, tolerance * reference);
+  EXPECT_LE(MaxRelativeDifference(out_ / "nhwc/model.pt", out_ / "nchw/model.pt"), tolerance);
+}
+
 TEST_F(DpCli, LabelSmoothingAppliesToEveryReplicasLossAsInOneProcess) {
   const std::vector<std::string> smoothing = {"--label-smoothing", "0.2", "--max-steps", "8"};
   CommandResult single = Train("single", smoothing);

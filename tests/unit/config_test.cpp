@@ -7,8 +7,10 @@
 #include <fmt/format.h>
 
 #include "common/status.h"
+#include "models/model_factory.h"
 #include "tests/support/test_support.h"
 #include "worker/command_line.h"
+#include "worker/channels_last_choice.h"
 #include "worker/train_config.h"
 
 namespace mgpu {
@@ -431,8 +433,6 @@ TEST(TrainConfig, SpeedOptionsRefuseWhatTheyDoNotSupport) {
   EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.grad_clip = 1; }).find("--grad-clip"), std::string::npos);
   EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.precision = "o2"; }).find("--precision o2"),
             std::string::npos);
-  EXPECT_NE(refusal([](TrainConfig& c) { c.channels_last = true; c.mode = "dp"; }).find("--channels-last"),
-            std::string::npos);
   EXPECT_NE(refusal([](TrainConfig& c) { c.data_on_device = true; c.mode = "dp"; }).find("--mode dp"), std::string::npos);
   EXPECT_NE(refusal([](TrainConfig& c) { c.data_on_device = true; c.augment = "affine"; }).find("--augment none"),
             std::string::npos);
@@ -440,7 +440,8 @@ TEST(TrainConfig, SpeedOptionsRefuseWhatTheyDoNotSupport) {
                 .find("--dp-impl libtorch"),
             std::string::npos);
   TrainConfig supported;
-  supported.cuda_graphs = supported.channels_last = supported.data_on_device = true;
+  supported.cuda_graphs = supported.data_on_device = true;
+  supported.channels_last = true;
   supported.precision = "amp-bf16";
   EXPECT_NO_THROW(ValidateConfig(supported));
   // Under DDP the graph holds the whole step, NCCL's all-reduces included.
@@ -541,6 +542,54 @@ TEST(TrainConfig, EvalMaxSamplesIsAnOptionOfZeroOrMore) {
   FindTrainOption("eval_max_samples")->set(config, "500");
   EXPECT_EQ(config.eval_max_samples, 500);
   EXPECT_THROW(FindTrainOption("eval-max-samples")->set(config, "-1"), BadInputError);
+}
+
+TEST(TrainConfig, ChannelsLastIsAutoTrueOrFalseAndWorksInEveryMode) {
+  TrainConfig config;
+  EXPECT_EQ(FindTrainOption("channels-last")->get(config), "auto") << "the default";
+  EXPECT_EQ(FindTrainOption("channels-last")->flag_value, "true") << "a bare --channels-last";
+  FindTrainOption("channels_last")->set(config, "true");
+  EXPECT_EQ(config.channels_last, std::optional<bool>(true));
+  FindTrainOption("channels-last")->set(config, "off");
+  EXPECT_EQ(config.channels_last, std::optional<bool>(false));
+  EXPECT_EQ(FindTrainOption("channels-last")->get(config), "false");
+  FindTrainOption("channels-last")->set(config, "Auto");
+  EXPECT_EQ(config.channels_last, std::nullopt);
+  EXPECT_NE(testing::BadInputMessage([&] { FindTrainOption("channels-last")->set(config, "nhwc"); })
+                .find("'nhwc' is not auto, true or false"),
+            std::string::npos);
+  for (const std::string mode : {"single", "ddp", "dp"}) {
+    TrainConfig channels_last;
+    channels_last.mode = mode;
+    channels_last.channels_last = true;
+    EXPECT_NO_THROW(ValidateConfig(channels_last)) << mode;
+  }
+}
+
+// The auto rule: NHWC for 16-bit convolutional nets on CUDA, nothing else; an explicit value wins.
+TEST(ChannelsLastChoice, AutoIsOnForSixteenBitConvolutionalNetsOnCudaOnly) {
+  const torch::Device cuda(torch::kCUDA, 0), cpu(torch::kCPU);
+  auto resnet = MakeModel("resnet18", ModelShape{3, 10, 32, 32});
+  auto lenet = MakeModel("lenet", ModelShape{1, 10, 28, 28});
+  const ChannelsLastChoice on = ChooseChannelsLast(std::nullopt, *resnet, cuda, Precision::kAmpBf16);
+  EXPECT_TRUE(on.on);
+  EXPECT_NE(on.reason.find("auto: a convolutional net on CUDA under amp-bf16"), std::string::npos) << on.reason;
+  EXPECT_TRUE(ChooseChannelsLast(std::nullopt, *resnet, cuda, Precision::kAmpFp16).on);
+  EXPECT_TRUE(ChooseChannelsLast(std::nullopt, *resnet, cuda, Precision::kFp16).on);
+  const ChannelsLastChoice float32 = ChooseChannelsLast(std::nullopt, *resnet, cuda, Precision::kFp32);
+  EXPECT_FALSE(float32.on);
+  EXPECT_NE(float32.reason.find("off under fp32"), std::string::npos) << float32.reason;
+  const ChannelsLastChoice on_cpu = ChooseChannelsLast(std::nullopt, *resnet, cpu, Precision::kAmpBf16);
+  EXPECT_FALSE(on_cpu.on);
+  EXPECT_NE(on_cpu.reason.find("off on the CPU"), std::string::npos) << on_cpu.reason;
+  const ChannelsLastChoice small = ChooseChannelsLast(std::nullopt, *lenet, cuda, Precision::kAmpBf16);
+  EXPECT_FALSE(small.on);
+  EXPECT_NE(small.reason.find("2550 convolution weights are too few"), std::string::npos) << small.reason;
+
+  const ChannelsLastChoice asked = ChooseChannelsLast(true, *lenet, cpu, Precision::kFp32);
+  EXPECT_TRUE(asked.on);
+  EXPECT_EQ(asked.reason, "--channels-last true");
+  EXPECT_FALSE(ChooseChannelsLast(false, *resnet, cuda, Precision::kAmpBf16).on);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "dataparallel/captured_graph.h"
 #include "dataparallel/data_parallel.h"
 #include "dataparallel/dp_devices.h"
+#include "models/memory_format.h"
 #include "models/model_factory.h"
 #include "optim/fused_optimizer.h"
 #include "tests/support/test_support.h"
@@ -73,16 +74,21 @@ class TwoCpuReplicas : public ::testing::Test {
 
   // 20 SGD steps (momentum 0.9) on random batches, one process with the whole batch against
   // two CPU replicas; odd batches (13, 7, 1) split unevenly, and a batch of one image leaves the
-  // second replica without work. Returns the largest relative loss difference seen.
-  double TrainBoth(const std::string& loss_scale) {
+  // second replica without work. Returns the largest relative loss difference seen. With
+  // `channels_last`, the replicas (not the one process) train in NHWC, as --channels-last makes them.
+  double TrainBoth(const std::string& loss_scale, bool channels_last = false) {
+    if (channels_last) ConvertToChannelsLast(*primary_);
     OptimizerOptions sgd;
     sgd.kind = "sgd";
     sgd.lr = 0.05;
     sgd.momentum = 0.9;
     FusedOptimizer single_optimizer(single_->parameters(), sgd), dp_optimizer(primary_->parameters(), sgd);
     GradScaler single_scaler(ParseLossScaling(loss_scale), kCpu), dp_scaler(ParseLossScaling(loss_scale), kCpu);
-    dp_ = MakeDataParallel(primary_, DataParallelOptions{"mgpu", {kCpu, kCpu}, Precision::kFp32,
-                                                         [] { return MakeModel("lenet", kShape); }});
+    dp_ = MakeDataParallel(primary_, DataParallelOptions{"mgpu", {kCpu, kCpu}, Precision::kFp32, [channels_last] {
+                             std::shared_ptr<Classifier> replica = MakeModel("lenet", kShape);
+                             if (channels_last) ConvertToChannelsLast(*replica);
+                             return replica;
+                           }});
     double worst_loss = 0;
     for (int step = 0; step < 20; ++step) {
       const int64_t batch = step == 5 ? 13 : step == 12 ? 1 : step == 19 ? 7 : 16;
@@ -96,7 +102,7 @@ class TwoCpuReplicas : public ::testing::Test {
       single_scaler.Update();
 
       dp_optimizer.ZeroGrad();
-      const torch::Tensor dp_loss = dp_->ForwardBackward(images, labels, dp_scaler, 1.0);
+      const torch::Tensor dp_loss = dp_->ForwardBackward(ImagesInFormat(images, channels_last), labels, dp_scaler, 1.0);
       dp_scaler.Step(dp_optimizer);
       dp_scaler.Update();
       dp_->SyncReplicas();
@@ -131,6 +137,18 @@ TEST_F(TwoCpuReplicas, TrainToTheParametersOfOneProcessWithTheGlobalBatch) {
 TEST_F(TwoCpuReplicas, ScaleTheirLossesLikeOneProcessUnderDynamicLossScaling) {
   TrainBoth("dynamic");
   EXPECT_LE(MaxRelativeDifference(primary_->parameters(), single_->parameters()), tolerance_);
+}
+
+TEST_F(TwoCpuReplicas, TrainInChannelsLastToTheParametersOfOneProcessInTheDefaultLayout) {
+  const double worst_loss = TrainBoth("none", /*channels_last=*/true);
+  EXPECT_LE(worst_loss, tolerance_);
+  EXPECT_LE(MaxRelativeDifference(primary_->parameters(), single_->parameters()), tolerance_);
+  for (const torch::Tensor& parameter : primary_->parameters()) {
+    if (parameter.dim() != 4) continue;
+    EXPECT_TRUE(parameter.is_contiguous(torch::MemoryFormat::ChannelsLast))
+        << "the flat buffers' views keep the primary's layout";
+    EXPECT_TRUE(parameter.grad().is_contiguous(torch::MemoryFormat::ChannelsLast)) << "and its gradients'";
+  }
 }
 
 // A model that counts the forward passes that ran with CPU autocast on, whichever thread ran them.

@@ -8,6 +8,7 @@
 #include "common/status.h"
 #include "ddp/bucket_plan.h"
 #include "ddp/distributed_data_parallel.h"
+#include "ddp/flat_buffers.h"
 
 namespace mgpu {
 namespace {
@@ -287,6 +288,29 @@ TEST(DistributedDataParallel, BucketViewsKeepAChannelsLastParametersLayout) {
   ddp.FinishBackward();
   EXPECT_EQ(conv->weight.grad().strides(), conv->weight.strides());
   EXPECT_TRUE(conv->weight.grad().is_contiguous(torch::MemoryFormat::ChannelsLast));
+}
+
+// FlatBuffers (DDP's broadcast buffers, DataParallel's replicas): a channels-last weight's view
+// has its strides, so the weight keeps its layout once it is made a view of the buffer.
+TEST(FlatBuffers, ViewsKeepAChannelsLastTensorsStridesAndPackCopiesElementForElement) {
+  const std::vector<torch::Tensor> like = {torch::randn({4, 3, 3, 3}).contiguous(torch::MemoryFormat::ChannelsLast),
+                                           torch::randn({4}), torch::randn({2, 3})};
+  FlatBuffers flat(like, torch::Device(torch::kCPU));
+  ASSERT_EQ(flat.groups().size(), 1u);
+  EXPECT_EQ(flat.groups()[0].numel(), 4 * 27 + 4 + 6);
+  for (size_t k = 0; k < like.size(); ++k) {
+    EXPECT_EQ(flat.views()[k].sizes(), like[k].sizes()) << k;
+    EXPECT_EQ(flat.views()[k].strides(), like[k].strides()) << k;
+  }
+  flat.Pack(like);
+  for (size_t k = 0; k < like.size(); ++k) EXPECT_TRUE(torch::equal(flat.views()[k], like[k])) << k;
+  // The weight's 27 elements of output channel 0 lie in memory in NHWC order, one run of 3 per pixel.
+  EXPECT_TRUE(torch::equal(flat.groups()[0].narrow(0, 0, 3), like[0][0].select(1, 0).select(1, 0)));
+
+  const std::vector<torch::Tensor> nchw = {like[0].contiguous(), like[1], like[2]};
+  EXPECT_FALSE(flat.Matches(FlatBuffers(nchw, torch::Device(torch::kCPU))))
+      << "replicas in other layouts do not line up element for element";
+  EXPECT_TRUE(flat.Matches(FlatBuffers(like, torch::Device(torch::kCPU))));
 }
 
 TEST(DistributedDataParallel, ADifferentModelOnAnotherRankIsNamed) {
