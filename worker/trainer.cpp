@@ -773,11 +773,13 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
              global_images / epoch_seconds);
     const double per_step_ms = 1000.0 / static_cast<double>(std::max<int64_t>(epoch_steps, 1));
     auto phases_text = [&](const PhaseSeconds& phases) {
-      return fmt::format("input {:.2f} ms, forward {:.2f} ms, backward {:.2f} ms, exposed communication {:.2f} ms, "
-                         "optimizer {:.2f} ms",
+      const std::string comm = communicator || data_parallel
+                                   ? fmt::format(", exposed communication {:.2f} ms",
+                                                 phases[StepPhase::kExposedComm] * per_step_ms)
+                                   : "";
+      return fmt::format("input {:.2f} ms, forward {:.2f} ms, backward {:.2f} ms{}, optimizer {:.2f} ms",
                          phases[StepPhase::kInput] * per_step_ms, phases[StepPhase::kForward] * per_step_ms,
-                         phases[StepPhase::kBackward] * per_step_ms, phases[StepPhase::kExposedComm] * per_step_ms,
-                         phases[StepPhase::kOptimizer] * per_step_ms);
+                         phases[StepPhase::kBackward] * per_step_ms, comm, phases[StepPhase::kOptimizer] * per_step_ms);
     };
     log.info("epoch {}/{} per step, {} time: {}{}", epoch + 1, config.epochs, device.is_cuda() ? "device" : "host",
              phases_text(device_phases),

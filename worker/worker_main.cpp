@@ -139,6 +139,9 @@ int main(int argc, char** argv) {
   }
   TrainConfig& config = parsed->config;
   const WorldInfo& world = parsed->world;
+  // As given: a name derived below from the model, mode and precision would not follow an edit
+  // of config.yaml's precision.
+  const std::string config_yaml = ConfigToYaml(config);
   if (config.out.empty()) config.out = DefaultOutputFolder(config);
   if (config.name.empty()) config.name = fmt::format("{}-{}-{}", ModelLabel(config.model), config.mode, config.precision);
 
@@ -205,7 +208,7 @@ int main(int argc, char** argv) {
                           assignment.attempt(), assignment.master_addr(), assignment.master_port());
     }
     if (communicator) outputs->log().info("ranks joined: {}", rendezvous);
-    outputs->WriteConfig(ConfigToYaml(config));
+    outputs->WriteConfig(config_yaml);
     WorkerStatus::Current().SetPhase("loading data");
     interrupted = Train(config, world, *device, communicator.get(), *outputs, summary);
   } catch (...) {
