@@ -52,7 +52,7 @@ TEST_F(RunFolderCli, ASavedConfigHoldsCanonicalKeysOnlyAndRunsAgainOnceEdited) {
   ASSERT_EQ(Train(out_ / "first", {"--dtype", "fp32", "--img-size", "0", "--progress-bar", "false"}).exit_code, 0);
   std::string yaml = ReadText(out_ / "first/config.yaml");
   for (const char* key : {"\nout:", "\nresume:", "\noverwrite:", "\ndtype:", "\namp:", "\nimg-size:",
-                          "\nprogress-bar:", "\nrank:", "\nworld-size:", "\nmaster-port:", "test-"}) {
+                          "\nprogress-bar:", "\nrank:", "\nworld-size:", "\nmaster-port:", "\ntest-"}) {
     EXPECT_EQ(yaml.find(key), std::string::npos) << key << " in\n" << yaml;
   }
   const size_t precision = yaml.find("precision: fp32");
