@@ -19,7 +19,7 @@ std::string ResizeRecipe(const TrainConfig& config, const std::string& data_load
   }
   const bool resized = (config.augment == "resize" || config.augment == "rrc-flip") && config.resize > 0;
   if (resized) {
-    recipe += fmt::format("{}Resize(({1}, {1}), antialias=True) bilinear", recipe.empty() ? "" : ", then ", config.resize);
+    recipe += fmt::format("{0}Resize(({1}, {1}), antialias=True) bilinear", recipe.empty() ? "" : ", then ", config.resize);
   }
   return recipe.empty() ? "none (the images as stored)" : recipe;
 }
