@@ -18,6 +18,7 @@
 #include "common/status.h"
 #include "launcher/serve_options.h"
 #include "launcher/server_security.h"
+#include "launcher/status_line.h"
 #include "launcher/subcommand_args.h"
 #include "launcher/utf8_text.h"
 #include "service/job_service.grpc.pb.h"
@@ -302,7 +303,8 @@ int StatusCommand(const std::vector<std::string>& args) {
 int WatchCommand(const std::vector<std::string>& args) {
   Connection connection;
   std::string id;
-  CLI::App app{"Follow one job of mgpu serve: a line each time its state or progress changes, until it ends.\n"
+  CLI::App app{"Follow one job of mgpu serve until it ends: one line kept up to date on a terminal, elsewhere\n"
+               "a line each time its state or progress changes.\n"
                "Exits 0 when the job succeeded, 1 when it ended otherwise.",
                "mgpu watch"};
   app.add_option("id", id, "the job")->required();
@@ -316,12 +318,16 @@ int WatchCommand(const std::vector<std::string>& args) {
   auto reader = stub->Watch(&context, request);
   service::Job job;
   bool any = false;
+  StatusLine line(::isatty(STDOUT_FILENO) == 1);
   while (reader->Read(&job)) {
     any = true;
-    std::printf("%s job %lld %s: %s\n", LocalTime(NowMillis(), "%H:%M:%S").c_str(),
-                static_cast<long long>(job.id()), StateName(job.state()), Outcome(job).c_str());
+    std::fputs(line.Show(fmt::format("{} job {} {}: {}", LocalTime(NowMillis(), "%H:%M:%S"), job.id(),
+                                     StateName(job.state()), Outcome(job)))
+                   .c_str(),
+               stdout);
     std::fflush(stdout);
   }
+  std::fputs(line.Finish().c_str(), stdout);
   const grpc::Status status = reader->Finish();
   if (!status.ok()) return Report("watch", connection, status);
   return any && job.state() == service::SUCCEEDED ? 0 : static_cast<int>(ExitCode::kFailure);

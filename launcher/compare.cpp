@@ -31,7 +31,8 @@ std::vector<std::string> RunArgv(const PlannedRun& run, const std::string& folde
     argv.push_back("--" + key);
     argv.push_back(value);
   }
-  argv.insert(argv.end(), {"--out", folder, "--name", run.name});
+  // The comparison owns its rows' folders: a rerun of the plan into the same --out replaces them.
+  argv.insert(argv.end(), {"--out", folder, "--name", run.name, "--overwrite"});
   return argv;
 }
 

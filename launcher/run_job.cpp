@@ -138,7 +138,11 @@ std::vector<WorkerSpec> WorkerSpecs(const RunOptions& options, const JobPlan& pl
   // rank 0's output goes straight to the launcher's terminal.
   if (!options.tee && plan.config.progress == "auto" && ::isatty(STDERR_FILENO)) argv.insert(argv.end(), {"--progress", "bar"});
   const std::string checkpoint = out + "/checkpoints/latest.ckpt";
-  if (resume && IsRegularFile(checkpoint)) argv.insert(argv.end(), {"--resume", checkpoint});
+  if (resume && IsRegularFile(checkpoint)) {
+    argv.insert(argv.end(), {"--resume", checkpoint});
+  } else if (resume && !plan.config.overwrite) {
+    argv.push_back("--overwrite");  // a restart without a checkpoint starts over the failed attempt's folder
+  }
   std::vector<WorkerSpec> specs;
   for (int local = 0; local < plan.nproc; ++local) {
     WorkerSpec spec;

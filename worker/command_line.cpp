@@ -37,6 +37,17 @@ void RefuseArgumentsAfterDoubleDash(const std::vector<std::string>& args) {
                                   *(dashes + 1)));
 }
 
+// The value's type in --help ("INT", "NUMBER", "BOOL", "CHOICE", "PATH", "TEXT").
+std::string HelpTypeName(const OptionSpec& spec) {
+  if (spec.choices == std::vector<std::string>{"true", "false"}) return "BOOL";
+  if (!spec.choices.empty()) return "CHOICE";
+  if (spec.value_type == "an integer") return "INT";
+  if (spec.value_type == "a number") return "NUMBER";
+  if (spec.value_type != OptionSpec{}.value_type) return "LIST";
+  if (spec.path_use != PathUse::kNone) return "PATH";
+  return "TEXT";
+}
+
 }  // namespace
 
 std::optional<TrainConfig> ParseWorkerCommandLine(const std::vector<std::string>& args, int& exit_code) {
@@ -56,7 +67,10 @@ std::optional<TrainConfig> ParseWorkerCommandLine(const std::vector<std::string>
     if (!specs[i].choices.empty()) help += fmt::format(" ({})", fmt::join(specs[i].choices, " | "));
     help += fmt::format(" [{}]", specs[i].get(TrainConfig{}));
     // A repeated flag takes its last value, as with argparse.
-    options.push_back(app.add_option(names, values[i], help)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast));
+    options.push_back(app.add_option(names, values[i], help)
+                          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+                          ->type_name(HelpTypeName(specs[i]))
+                          ->group(specs[i].section));
     // Switches work as plain flags too (`--amp` means `--amp true`).
     if (!specs[i].flag_value.empty()) options.back()->expected(0, 1);
   }

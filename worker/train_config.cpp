@@ -175,6 +175,30 @@ OptionSpec StringOption(std::string name, std::vector<std::string> aliases, std:
   return spec;
 }
 
+// --help's sections, in the table's order: each starts at the named option and runs to the next.
+void AssignHelpSections(std::vector<OptionSpec>& options) {
+  static const std::vector<std::pair<std::string, std::string>> kSectionStarts = {
+      {"model", "Data and model"},
+      {"augment", "Augmentation"},
+      {"epochs", "Training"},
+      {"mode", "Execution"},
+      {"precision", "Precision"},
+      {"memory-snapshot", "Performance and profiling"},
+      {"checkpoint-every", "Checkpoints"},
+      {"rank", "Distributed identity (set by mgpu run, torchrun or mpirun)"},
+      {"backend", "DDP (--mode ddp)"},
+      {"dp-devices", "DataParallel (--mode dp)"},
+      {"out", "Output"},
+  };
+  std::string section = kSectionStarts.front().second;
+  for (OptionSpec& spec : options) {
+    for (const auto& [start, name] : kSectionStarts) {
+      if (spec.name == start) section = name;
+    }
+    spec.section = section;
+  }
+}
+
 std::vector<OptionSpec> BuildOptions() {
   std::vector<OptionSpec> o;
   o.push_back(StringOption("model", {}, &TrainConfig::model, ModelNames(),
@@ -205,6 +229,7 @@ std::vector<OptionSpec> BuildOptions() {
   o.push_back(IntOption("img-size", {"img_size"}, &TrainConfig::img_size, 0,
                         "seed-style: the side of the images the model sees (imagefolder: loaded at this "
                         "size; other data sets: resized to it, e.g. 227 for AlexNet on CIFAR-10; 0: not given)"));
+  o.back().saved = false;
   o.push_back(StringOption("on-bad-image", {"on_bad_image"}, &TrainConfig::on_bad_image,
                            {"fail", "skip"},
                            "imagefolder, webdataset: an image that cannot be decoded stops the run (fail) or "
@@ -356,11 +381,13 @@ std::vector<OptionSpec> BuildOptions() {
       if (p == Precision::kAmpBf16) return std::string("bf16");
       return std::string(p == Precision::kFp32 || p == Precision::kTf32 ? "fp32" : "fp16");
     };
+    dtype.saved = false;
     o.push_back(dtype);
     OptionSpec amp = BoolOption("amp", &TrainConfig::amp, "seed-style: autocast on (with --dtype)");
     amp.get = [](const TrainConfig& c) {
       return std::string(AutocastDtype(ParsePrecision(c.precision)) ? "true" : "false");
     };
+    amp.saved = false;
     o.push_back(amp);
   }
   o.push_back(StringOption("on-nonfinite", {"on_nonfinite"}, &TrainConfig::on_nonfinite, {"stop", "skip"},
@@ -429,15 +456,25 @@ std::vector<OptionSpec> BuildOptions() {
   o.push_back(StringOption("resume", {}, &TrainConfig::resume, {},
                            "continue from a checkpoint file, or a run folder's checkpoints/latest.ckpt"));
   o.back().path_use = PathUse::kReads;
+  o.back().saved = false;
+  o.push_back(BoolOption("overwrite", &TrainConfig::overwrite,
+                         "a fresh run may replace the run already in --out (its summary, metrics, logs and "
+                         "checkpoints); without it, such an --out is refused"));
+  o.back().saved = false;
   o.push_back(IntOption("rank", {}, &TrainConfig::rank, -1, "this process's rank (auto: RANK or OMPI_COMM_WORLD_RANK)"));
+  o.back().saved = false;
   o.push_back(IntOption("world-size", {"world_size"}, &TrainConfig::world_size, -1,
                         "number of processes (auto: WORLD_SIZE or OMPI_COMM_WORLD_SIZE)"));
+  o.back().saved = false;
   o.push_back(IntOption("local-rank", {"local_rank"}, &TrainConfig::local_rank, -1,
                         "rank on this host (auto: LOCAL_RANK or OMPI_COMM_WORLD_LOCAL_RANK)"));
+  o.back().saved = false;
   o.push_back(StringOption("master-addr", {"master_addr"}, &TrainConfig::master_addr, {},
                            "rendezvous host (default MASTER_ADDR or 127.0.0.1)"));
+  o.back().saved = false;
   o.push_back(IntOption("master-port", {"master_port"}, &TrainConfig::master_port, -1,
                         "rendezvous port (default MASTER_PORT or 29500)"));
+  o.back().saved = false;
   o.push_back(StringOption("backend", {}, &TrainConfig::backend, {"auto", "nccl", "gloo", "mpi"},
                            "DDP communication (auto: nccl on GPUs, gloo on CPUs)"));
   o.push_back(DoubleOption("bucket-cap-mb", &TrainConfig::bucket_cap_mb, false,
@@ -471,6 +508,7 @@ std::vector<OptionSpec> BuildOptions() {
   o.push_back(StringOption("out", {}, &TrainConfig::out, {},
                            "output folder (default runs/<timestamp>-<model>-<dataset>-<mode>)"));
   o.back().path_use = PathUse::kWrites;
+  o.back().saved = false;
   o.push_back(StringOption("name", {}, &TrainConfig::name, {}, "short label of the run for reports"));
   o.push_back(IntOption("log-every", {"log_every"}, &TrainConfig::log_every, 0,
                         "optimizer steps between metrics.csv rows (0: a tenth of the run's steps, at most 50)"));
@@ -493,6 +531,7 @@ std::vector<OptionSpec> BuildOptions() {
       }
     };
     bar.get = [](const TrainConfig& c) { return std::string(c.progress == "lines" ? "false" : "true"); };
+    bar.saved = false;
     o.push_back(bar);
   }
   o.push_back(BoolOption("tensorboard", &TrainConfig::tensorboard,
@@ -524,20 +563,7 @@ std::vector<OptionSpec> BuildOptions() {
     };
     o.push_back(name);
   }
-  o.push_back(IntOption("test-hang-at-step", {}, &TrainConfig::test_hang_at_step, 0,
-                        "test only: hang after this optimizer step, to test `mgpu run`'s hang detection "
-                        "(0: never)"));
-  o.push_back(IntOption("test-hang-rank", {}, &TrainConfig::test_hang_rank, -1,
-                        "test only: with --test-hang-at-step, only this rank hangs; the others go on "
-                        "until they wait for it in a collective (-1: every rank)"));
-  o.push_back(IntOption("test-fail-at-step", {}, &TrainConfig::test_fail_at_step, 0,
-                        "test only: this optimizer step fails with an error after its backward, while "
-                        "DDP's all-reduces may still be in flight (0: never)"));
-  o.push_back(IntOption("test-fail-rank", {}, &TrainConfig::test_fail_rank, -1,
-                        "test only: with --test-fail-at-step, only this rank fails (-1: every rank)"));
-  o.push_back(IntOption("test-nonfinite-at-step", {}, &TrainConfig::test_nonfinite_at_step, 0,
-                        "test only: the loss of this optimizer step becomes NaN before backward, to test "
-                        "--on-nonfinite (--mode single without --cuda-graphs; 0: never)"));
+  AssignHelpSections(o);
   return o;
 }
 
@@ -736,10 +762,6 @@ void ValidateSpeedOptions(const TrainConfig& config, const Augmentation& augment
       throw BadInputError(fmt::format("--cuda-graphs cannot be combined with {}; drop one of them", conflict));
     }
   }
-  if (config.test_nonfinite_at_step > 0 && (config.mode != "single" || config.cuda_graphs)) {
-    throw BadInputError(fmt::format("--test-nonfinite-at-step works with --mode single without --cuda-graphs, "
-                                    "not with --mode {}{}", config.mode, config.cuda_graphs ? " --cuda-graphs" : ""));
-  }
   if (config.decode == "gpu" && (config.data_loading == "memory" ||
                                  (config.dataset != "imagefolder" && config.dataset != "webdataset"))) {
     throw BadInputError(fmt::format("--decode gpu decodes streamed JPEGs (--dataset imagefolder or webdataset with "
@@ -825,6 +847,16 @@ void ValidateImageSize(const TrainConfig& config) {
                                   config.image_size));
 }
 
+// A rerun of a saved config.yaml, or a typo in --out, must not silently overwrite a finished run.
+void RefuseToReplaceARun(const TrainConfig& config) {
+  if (!config.resume.empty() || config.overwrite) return;
+  for (const char* file : {"summary.json", "config.yaml"}) {
+    if (!PathExists(config.out + "/" + file)) continue;
+    throw BadInputError(fmt::format("--out {} already holds a run ({}); continue it with --resume {}, replace it "
+                                    "with --overwrite, or give another --out", config.out, file, config.out));
+  }
+}
+
 }  // namespace
 
 int64_t MaxIntraOpThreads() {
@@ -834,7 +866,10 @@ int64_t MaxIntraOpThreads() {
 
 void ValidateConfig(const TrainConfig& config) {
   ValidateThreadCounts(config);
-  if (!config.out.empty()) ValidateOutputFolder(config.out);
+  if (!config.out.empty()) {
+    ValidateOutputFolder(config.out);
+    RefuseToReplaceARun(config);
+  }
   if (config.device != "auto" && config.device != "cpu" && config.device != "cuda" &&
       config.device.rfind("cuda:", 0) != 0) {
     throw BadInputError(fmt::format("--device '{}' is not one of: auto, cpu, cuda, cuda:K",
@@ -910,7 +945,9 @@ bool WritesMetricsRow(int64_t first_step, int64_t total_steps, int64_t interval,
 std::string ConfigToYaml(const TrainConfig& config) {
   YAML::Emitter out;
   out << YAML::BeginMap;
-  for (const auto& spec : TrainOptions()) out << YAML::Key << spec.name << YAML::Value << spec.get(config);
+  for (const auto& spec : TrainOptions()) {
+    if (spec.saved) out << YAML::Key << spec.name << YAML::Value << spec.get(config);
+  }
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

@@ -111,6 +111,7 @@ struct TrainConfig {
   // Checkpoints (worker/checkpoint.h).
   int64_t checkpoint_every = 0;  // optimizer steps; 0: off (on: also at every epoch's end)
   std::string resume;            // a checkpoint file or a run folder; empty: a fresh run
+  bool overwrite = false;        // a fresh run may replace the run already in --out
 
   // Distributed identity (flags override torchrun's and Open MPI's environment).
   int64_t rank = -1;
@@ -149,18 +150,6 @@ struct TrainConfig {
   std::string checkpoint;
   std::string checkpoint_name;
 
-  // Test only: the training thread hangs after this optimizer step (0: never), on rank
-  // test_hang_rank only (-1: every rank), so the launcher's hang detection can be tested.
-  int64_t test_hang_at_step = 0;
-  int64_t test_hang_rank = -1;
-  // Test only: optimizer step test_fail_at_step (0: none) fails with an error after its
-  // backward, before DDP waits for the gradients' all-reduces, on rank test_fail_rank only (-1:
-  // every rank), so a rank that fails in the middle of a step can be tested.
-  int64_t test_fail_at_step = 0;
-  int64_t test_fail_rank = -1;
-  // Test only: the loss of this optimizer step (0: none) is made NaN before backward, on one
-  // device without CUDA graphs, so --on-nonfinite can be tested without a diverging recipe.
-  int64_t test_nonfinite_at_step = 0;
 };
 
 // What an option's value names on the file system, so that `mgpu serve` can confine every path
@@ -187,6 +176,12 @@ struct OptionSpec {
   std::function<void(TrainConfig&, const std::string& text)> set;
   std::function<std::string(const TrainConfig&)> get;
   PathUse path_use = PathUse::kNone;
+  // Written into config.yaml. False for what belongs to one invocation (the output folder,
+  // --resume, --overwrite, the process's place in the job) and for the seed-style spellings that
+  // are folded into another option, so that an edited config.yaml passed back to --config runs.
+  bool saved = true;
+  // The section of --help it is listed under ("Data and model", "Training", "Precision", ...).
+  std::string section;
 };
 
 // All options, in the order of the start-up table and config.yaml.
@@ -225,8 +220,9 @@ void ResolvePrecisionForDevice(TrainConfig& config, bool cuda);
 // ({out} replaced, NAME defaulted); "" without --checkpoint.
 std::string CheckpointPath(const TrainConfig& config, const std::string& output_folder);
 
-// Checks relations between options and the bounds of thread counts, and that --out is not (under)
-// an existing file (device availability is checked later, at start-up).
+// Checks relations between options and the bounds of thread counts, that --out is not (under)
+// an existing file, and that it holds no run (summary.json or config.yaml) unless --resume or
+// --overwrite says what to do with it (device availability is checked later, at start-up).
 void ValidateConfig(const TrainConfig& config);
 
 // The data set and augmentation options of `config` (seeded with config.seed).
@@ -249,7 +245,7 @@ int64_t MetricsRowInterval(const TrainConfig& config, int64_t steps_per_epoch);
 // and at each epoch's end.
 bool WritesMetricsRow(int64_t first_step, int64_t total_steps, int64_t interval, int64_t steps_per_epoch);
 
-// The effective configuration as YAML (every option, canonical names).
+// The effective configuration as YAML: every saved option (OptionSpec::saved), canonical names.
 std::string ConfigToYaml(const TrainConfig& config);
 
 }  // namespace mgpu

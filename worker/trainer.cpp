@@ -36,10 +36,12 @@
 #include "worker/checkpoint.h"
 #include "worker/deferred_rows.h"
 #include "worker/graphed_step.h"
+#include "worker/input_recipe.h"
 #include "worker/memory_snapshot.h"
 #include "worker/progress.h"
 #include "worker/state_dict_export.h"
 #include "worker/step_timeline.h"
+#include "worker/test_faults.h"
 #include "worker/stop_signal.h"
 #include "worker/trace_profiler.h"
 #include "worker/worker_status.h"
@@ -182,15 +184,29 @@ std::string DeviceName(const torch::Device& device) {
   return device.is_cuda() ? fmt::format("cuda:{}", device.index()) : "cpu";
 }
 
-// The start-up table: every effective option plus what was derived from them.
-void LogStartupTable(spdlog::logger& log, const TrainConfig& config,
+// The start-up table, on rank 0 only (the ranks of one job share the configuration): the options
+// that differ from their defaults, then what the run resolved from them. config.yaml has every
+// option; the other ranks log one line.
+void LogStartupTable(spdlog::logger& log, const WorldInfo& world, const TrainConfig& config,
                      const std::vector<std::pair<std::string, std::string>>& derived) {
+  if (world.rank != 0) {
+    log.info("rank {} of {}: the configuration is in rank 0's log and config.yaml", world.rank, world.world_size);
+    return;
+  }
+  const TrainConfig defaults;
+  std::vector<std::pair<std::string, std::string>> changed;
+  for (const auto& spec : TrainOptions()) {
+    if (spec.saved && spec.get(config) != spec.get(defaults)) changed.emplace_back(spec.name, spec.get(config));
+  }
   size_t width = 0;
-  for (const auto& spec : TrainOptions()) width = std::max(width, spec.name.size());
-  for (const auto& [key, value] : derived) width = std::max(width, key.size());
+  for (const auto& rows : {changed, derived}) {
+    for (const auto& [key, value] : rows) width = std::max(width, key.size());
+  }
   const std::string rule(width + 40, '-');
   log.info("{}", rule);
-  for (const auto& spec : TrainOptions()) log.info("{:<{}} | {}", spec.name, width, spec.get(config));
+  log.info("{:<{}} | {}", "options set", width,
+           changed.empty() ? "none: every option at its default" : "those that differ from the defaults");
+  for (const auto& [key, value] : changed) log.info("{:<{}} | {}", key, width, value);
   log.info("{}", rule);
   for (const auto& [key, value] : derived) log.info("{:<{}} | {}", key, width, value);
   log.info("{}", rule);
@@ -277,6 +293,7 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
                                  Communicator* communicator, RunOutputs& outputs, nlohmann::json& summary) {
   const auto run_start = Clock::now();
   spdlog::logger& log = outputs.log();
+  const TestFaults& faults = TestFaults::FromEnvironment();
   const bool ddp = config.mode == "ddp";
   if (!ddp && world.world_size != 1) {
     // Not inferred: a WORLD_SIZE left over in a shell or job environment would turn a one-process
@@ -328,6 +345,7 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
   summary["data_loading"] = data.data_loading;
   summary["train_samples"] = data.train->size();
   summary["test_samples"] = data.test->size();
+  summary["input"] = InputRecipe(config, data.data_loading, *data.test);
   const ImageSize image_size = data.train->image_size();
   // Streamed images that could not be decoded (--on-bad-image skip): logged as found, counted in
   // the summary.
@@ -464,7 +482,7 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
              position.step, position.micro_batches);
   }
 
-  LogStartupTable(log, config,
+  LogStartupTable(log, world, config,
                   {{"rank / world", fmt::format("{} / {} ({})", world.rank, world.world_size, world.source)},
                    {"device", DeviceName(device)},
                    {"communication", communicator     ? communicator->backend()
@@ -654,7 +672,7 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
           loss = torch::nn::functional::cross_entropy(
               PolicyForward(*model, images, precision), labels,
               torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(config.label_smoothing));  // ()
-          if (step + 1 == config.test_nonfinite_at_step) loss = loss * std::numeric_limits<float>::quiet_NaN();
+          loss = faults.PoisonLoss(step + 1, loss);
           timeline.Mark(StepPhase::kForward);
           scaler.Scale(config.grad_accum > 1 ? loss / static_cast<double>(config.grad_accum) : loss).backward();
           timeline.Mark(StepPhase::kBackward);
@@ -681,9 +699,7 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
       window_images += batch_images;
       ++micro;
       if (!last_micro) continue;
-      if (step + 1 == config.test_fail_at_step && (config.test_fail_rank < 0 || config.test_fail_rank == world.rank)) {
-        throw Error(ExitCode::kFailure, fmt::format("step {} failed on purpose (--test-fail-at-step)", step + 1));
-      }
+      faults.AfterBackward(step + 1, world.rank);
 
       // DDP has averaged the gradients, so every rank sees the same non-finite gradients and
       // skips the same steps; a rank's own non-finite loss also poisons the average.
@@ -706,12 +722,10 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
       ++epoch_steps;
       ++window_steps;
       WorkerStatus::Current().SetStep(step, epoch);
-      // Every rank, every step (at times a collective): before --test-hang-at-step, whose rank
+      // Every rank, every step (at times a collective): before a test's hang-at-step, whose rank
       // stands for one stuck in its next step's gradient all-reduce.
       std::optional<StopRequest> stop_request = stop_agreement.AtStepBoundary();
-      if (step == config.test_hang_at_step && (config.test_hang_rank < 0 || config.test_hang_rank == world.rank)) {
-        HangForTest(log, step);
-      }
+      faults.AfterStep(log, step, world.rank);
 
       if (step % log_every == 0 || epoch_steps == steps_per_epoch) {
         DeferredRows::HostPart row;
@@ -832,9 +846,12 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
     outputs.AddScalar("train/epoch_loss", train_loss, step);
     outputs.AddScalar("test/loss", eval.loss, step);
     outputs.AddScalar("test/accuracy", eval.accuracy, step);
+    // One process on one device communicates nothing: no all-reduce time to speak of.
+    const std::string comm_text =
+        communicator || data_parallel ? fmt::format(", {:.1f} s for all-reduces", comm_wait) : "";
     log.info("epoch {}/{}: train loss {:.4f}, test loss {:.4f}, test accuracy {:.2f}%, {:.1f} s "
-             "({:.1f} s waiting for data, {:.1f} s for all-reduces), {:.0f} img/s",
-             epoch + 1, config.epochs, train_loss, eval.loss, eval.accuracy, epoch_seconds, data_wait, comm_wait,
+             "({:.1f} s waiting for data{}), {:.0f} img/s",
+             epoch + 1, config.epochs, train_loss, eval.loss, eval.accuracy, epoch_seconds, data_wait, comm_text,
              global_images / epoch_seconds);
     if (eval.samples < data.test->size()) {
       log.info("epoch {}/{}: test loss and accuracy of {} of the {} test images (--eval-max-samples)", epoch + 1,
@@ -842,11 +859,13 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
     }
     const double per_step_ms = 1000.0 / static_cast<double>(std::max<int64_t>(epoch_steps, 1));
     auto phases_text = [&](const PhaseSeconds& phases) {
-      return fmt::format("input {:.2f} ms, forward {:.2f} ms, backward {:.2f} ms, exposed communication {:.2f} ms, "
-                         "optimizer {:.2f} ms",
+      const std::string comm = communicator || data_parallel
+                                   ? fmt::format(", exposed communication {:.2f} ms",
+                                                 phases[StepPhase::kExposedComm] * per_step_ms)
+                                   : "";
+      return fmt::format("input {:.2f} ms, forward {:.2f} ms, backward {:.2f} ms{}, optimizer {:.2f} ms",
                          phases[StepPhase::kInput] * per_step_ms, phases[StepPhase::kForward] * per_step_ms,
-                         phases[StepPhase::kBackward] * per_step_ms, phases[StepPhase::kExposedComm] * per_step_ms,
-                         phases[StepPhase::kOptimizer] * per_step_ms);
+                         phases[StepPhase::kBackward] * per_step_ms, comm, phases[StepPhase::kOptimizer] * per_step_ms);
     };
     log.info("epoch {}/{} per step, {} time: {}{}", epoch + 1, config.epochs, device.is_cuda() ? "device" : "host",
              phases_text(device_phases),
@@ -916,10 +935,11 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
     return interrupted;
   }
   summary["status"] = "ok";
-  log.info("done: {} steps in {:.1f} s, test accuracy {:.2f}%, param_checksum {:.6f}, {} steps skipped, "
-           "final loss scale {}", step, summary["total_seconds"].get<double>(),
-           summary["test_accuracy"].get<double>(), checksum, summary["skipped_steps"].get<int64_t>(),
-           summary["final_loss_scale"].get<double>());
+  // Without loss scaling the scale is 1 throughout: a final scale would say nothing.
+  log.info("done: {} steps in {:.1f} s, test accuracy {:.2f}%, param_checksum {:.6f}, {} steps skipped{}", step,
+           summary["total_seconds"].get<double>(), summary["test_accuracy"].get<double>(), checksum,
+           summary["skipped_steps"].get<int64_t>(),
+           scaler.enabled() ? fmt::format(", final loss scale {}", summary["final_loss_scale"].get<double>()) : "");
   return std::nullopt;
 }
 

@@ -22,6 +22,7 @@
 #include "worker/coordinator_client.h"
 #include "worker/run_outputs.h"
 #include "worker/stop_signal.h"
+#include "worker/test_faults.h"
 #include "worker/train_config.h"
 #include "worker/trainer.h"
 #include "worker/worker_status.h"
@@ -76,6 +77,7 @@ std::optional<ParsedCommandLine> ParseCommandLine(int argc, char** argv, int& ex
   if (!config) return std::nullopt;
   ParsedCommandLine parsed;
   parsed.config = *config;
+  TestFaults::FromEnvironment().CheckApplies(parsed.config);
   WorldFlags flags;
   flags.rank = static_cast<int>(parsed.config.rank);
   flags.world_size = static_cast<int>(parsed.config.world_size);
@@ -137,6 +139,9 @@ int main(int argc, char** argv) {
   }
   TrainConfig& config = parsed->config;
   const WorldInfo& world = parsed->world;
+  // As given: a name derived below from the model, mode and precision would not follow an edit
+  // of config.yaml's precision.
+  const std::string config_yaml = ConfigToYaml(config);
   if (config.out.empty()) config.out = DefaultOutputFolder(config);
 
   // Process-level set-up before any output exists: the device, the coordinator of `mgpu run`
@@ -189,6 +194,9 @@ int main(int argc, char** argv) {
     if (coordinator_client) coordinator_client->Finish(Outcome(status, nlohmann::json::object()));
     return status.exit_code();
   }
+  // --overwrite: the old run's checkpoints must not be resumed as this run's (a restart of
+  // `mgpu run` resumes from checkpoints/latest.ckpt).
+  if (config.overwrite && config.resume.empty() && world.rank == 0) RemoveTree(config.out + "/checkpoints");
   nlohmann::json summary = SummaryFromConfig(config, world);
   Status status;
   std::optional<StopRequest> interrupted;
@@ -202,7 +210,7 @@ int main(int argc, char** argv) {
                           assignment.attempt(), assignment.master_addr(), assignment.master_port());
     }
     if (communicator) outputs->log().info("ranks joined: {}", rendezvous);
-    outputs->WriteConfig(ConfigToYaml(config));
+    outputs->WriteConfig(config_yaml);
     WorkerStatus::Current().SetPhase("loading data");
     interrupted = Train(config, world, *device, communicator.get(), *outputs, summary);
   } catch (...) {

@@ -1,7 +1,5 @@
 #include "worker/worker_status.h"
 
-#include <thread>
-
 #include "common/status.h"
 
 namespace mgpu {
@@ -52,11 +50,6 @@ WorkerStatus::Snapshot WorkerStatus::Take() {
   if (communicator_ != nullptr) snapshot.collective = communicator_->OldestPendingCollective();
   metrics_sent_ = true;
   return snapshot;
-}
-
-void HangForTest(spdlog::logger& log, int64_t step) {
-  log.warn("--test-hang-at-step {}: this rank now hangs on purpose (a test of the launcher's supervision)", step);
-  while (true) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
 }  // namespace mgpu

@@ -68,8 +68,4 @@ class CollectiveWatch {
   CollectiveWatch& operator=(const CollectiveWatch&) = delete;
 };
 
-// --test-hang-at-step (test only): the training thread stops for good at `step`, as a rank stuck
-// in a collective would, while its heartbeats go on; the launcher's supervision tests use it.
-[[noreturn]] void HangForTest(spdlog::logger& log, int64_t step);
-
 }  // namespace mgpu

@@ -35,7 +35,9 @@ class CudaGraphs : public ::testing::Test {
     return nlohmann::json::parse(ReadText(dir_ / (name + "/summary.json")));
   }
   // Two DDP ranks over NCCL, on cuda:0 and cuda:1, with the same flags as Train (a global batch of 64).
-  std::vector<std::unique_ptr<BackgroundCommand>> StartDdp(const std::string& name, std::vector<std::string> extra) {
+  // `faults`: MGPU_TEST_FAULTS for every rank (worker/test_faults.h); "" none.
+  std::vector<std::unique_ptr<BackgroundCommand>> StartDdp(const std::string& name, std::vector<std::string> extra,
+                                                           const std::string& faults = "") {
     const int port = FreeLocalPort();
     std::vector<std::unique_ptr<BackgroundCommand>> ranks;
     for (int rank = 0; rank < 2; ++rank) {
@@ -45,6 +47,7 @@ class CudaGraphs : public ::testing::Test {
       argv.insert(argv.end(), extra.begin(), extra.end());
       std::vector<std::string> environment = TorchrunEnvironment(rank, 2, port);
       environment.push_back("NCCL_NVLS_ENABLE=0");
+      if (!faults.empty()) environment.push_back("MGPU_TEST_FAULTS=" + faults);
       ranks.push_back(std::make_unique<BackgroundCommand>(argv, environment));
     }
     return ranks;
@@ -198,8 +201,8 @@ TEST_F(CudaGraphs, ChannelsLastDdpOnTwoGpusTrainsLikeTheDefaultLayout) {
 TEST_F(CudaGraphs, ARankThatStopsReplayingFailsTheOtherAtTheCollectiveTimeout) {
   if (torch::cuda::device_count() < 2) GTEST_SKIP() << "fewer than 2 CUDA devices: graphed DDP test skipped";
   const auto start = std::chrono::steady_clock::now();
-  auto ranks = StartDdp("hang", {"--cuda-graphs", "true", "--epochs", "1000", "--collective-timeout", "5",
-                                 "--test-hang-at-step", "6", "--test-hang-rank", "1"});
+  auto ranks = StartDdp("hang", {"--cuda-graphs", "true", "--epochs", "1000", "--collective-timeout", "5"},
+                        "hang-at-step=6,hang-rank=1");
   const CommandResult rank0 = ranks[0]->Wait();  // rank 1 hangs on purpose; it is killed at the end
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(rank0.exit_code, 1) << rank0.output;

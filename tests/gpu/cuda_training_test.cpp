@@ -155,17 +155,17 @@ TEST(CudaDdp, ARankThatFailsMidStepExitsThoughItsAllReducesCannotFinish) {
   WriteTinyMnistLike(dir / "data", 1280, 200);
   const int port = FreeLocalPort();
   // Rank 0 stops after step 6; rank 1 launches step 7's all-reduces, then fails.
-  const std::vector<std::vector<std::string>> per_rank = {{"--test-hang-at-step", "6", "--test-hang-rank", "0"},
-                                                          {"--test-fail-at-step", "7", "--test-fail-rank", "1"}};
+  const std::vector<std::string> per_rank = {"MGPU_TEST_FAULTS=hang-at-step=6,hang-rank=0",
+                                             "MGPU_TEST_FAULTS=fail-at-step=7,fail-rank=1"};
   std::vector<std::unique_ptr<BackgroundCommand>> ranks;
   for (int rank = 0; rank < 2; ++rank) {
     std::vector<std::string> argv = {MGPU_WORKER_BIN, "--mode", "ddp", "--backend", "nccl", "--data-dir", dir / "data",
                                      "--batch-size", "64", "--epochs", "100", "--collective-timeout", "600",
                                      "--out", dir / "run"};
     if (rank == 1) argv.insert(argv.begin(), {"timeout", "--signal=KILL", "60"});
-    argv.insert(argv.end(), per_rank[rank].begin(), per_rank[rank].end());
     std::vector<std::string> environment = TorchrunEnvironment(rank, 2, port);
     environment.push_back("NCCL_NVLS_ENABLE=0");
+    environment.push_back(per_rank[rank]);
     ranks.push_back(std::make_unique<BackgroundCommand>(argv, environment));
   }
   const CommandResult failed = ranks[1]->Wait();  // rank 0 hangs on purpose; it is killed at the end

@@ -223,8 +223,8 @@ TEST_F(RunCli, MaxRestartsStartsTheWholeGroupAgainAfterAFailure) {
 
 TEST_F(RunCli, AHungWorkerIsReportedWithinTheHeartbeatTimeout) {
   const auto start = Clock::now();
-  CommandResult result = RunCommand(
-      Command("hung", {"--nproc-per-node", "2", "--heartbeat-timeout", "3"}, {"--epochs", "100000", "--test-hang-at-step", "3"}));
+  CommandResult result = RunCommand(Command("hung", {"--nproc-per-node", "2", "--heartbeat-timeout", "3"}, {"--epochs", "100000"}),
+                                    {"MGPU_TEST_FAULTS=hang-at-step=3"});
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   EXPECT_EQ(result.exit_code, 1) << result.output;
   EXPECT_LT(seconds, 30) << result.output;
@@ -238,8 +238,8 @@ TEST_F(RunCli, AHungWorkerIsReportedWithinTheHeartbeatTimeout) {
 
 TEST_F(RunCli, AHangReportNamesTheCollectiveTheOtherRanksWaitIn) {
   // Rank 1 stops after step 3; rank 0 goes on to step 4's gradient all-reduce and waits there.
-  CommandResult result = RunCommand(Command("waiting", {"--nproc-per-node", "2", "--heartbeat-timeout", "3"},
-                                            {"--epochs", "100000", "--test-hang-at-step", "3", "--test-hang-rank", "1"}));
+  CommandResult result = RunCommand(Command("waiting", {"--nproc-per-node", "2", "--heartbeat-timeout", "3"}, {"--epochs", "100000"}),
+                                    {"MGPU_TEST_FAULTS=hang-at-step=3,hang-rank=1"});
   EXPECT_EQ(result.exit_code, 1) << result.output;
   EXPECT_TRUE(std::regex_search(result.output, std::regex(R"(rank 0 \([^)]*\): step 3, epoch 0, training, )"
                                                           R"(waiting in all-reduce of gradient bucket \d+)")))

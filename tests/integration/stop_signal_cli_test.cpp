@@ -230,7 +230,7 @@ TEST_F(StopSignalCli, SigtermToMgpuRunReachesEveryWorkerAndTheJobSaysInterrupted
 }
 
 TEST_F(StopSignalCli, ASecondSigtermEndsAWorkerThatCannotReachAStepBoundary) {
-  BackgroundCommand run(Worker("stuck", {"--test-hang-at-step", "3"}));
+  BackgroundCommand run(Worker("stuck"), {"MGPU_TEST_FAULTS=hang-at-step=3"});
   pid_t pid = -1;
   ASSERT_TRUE(WaitFor(
       [&] {
@@ -250,8 +250,8 @@ TEST_F(StopSignalCli, ASecondSigtermEndsAWorkerThatCannotReachAStepBoundary) {
 
 TEST_F(StopSignalCli, ASecondSigtermEndsMgpuRunAndItsStuckWorkersAtOnce) {
   std::vector<std::string> argv = {MGPU_LAUNCHER_BIN, "run", "--nproc-per-node", "2", "--mode", "ddp"};
-  for (const std::string& flag : Flags("stuck", {"--test-hang-at-step", "3"})) argv.push_back(flag);
-  BackgroundCommand job(argv);
+  for (const std::string& flag : Flags("stuck")) argv.push_back(flag);
+  BackgroundCommand job(argv, {"MGPU_TEST_FAULTS=hang-at-step=3"});
   std::vector<pid_t> workers(2, -1);
   ASSERT_TRUE(WaitFor(
       [&] {

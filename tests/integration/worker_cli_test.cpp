@@ -407,8 +407,8 @@ TEST_F(WorkerCli, NonFiniteLossWithStopIsExitThreeNamingTheStep) {
 }
 
 TEST_F(WorkerCli, NonFiniteLossWithSkipSkipsThatStepAndTrainsOn) {
-  CommandResult poisoned = Train("poisoned", {"--optimizer", "sgd", "--lr", "0.05", "--on-nonfinite", "skip",
-                                              "--test-nonfinite-at-step", "3"});
+  CommandResult poisoned = Train("poisoned", {"--optimizer", "sgd", "--lr", "0.05", "--on-nonfinite", "skip"},
+                                 {"MGPU_TEST_FAULTS=nonfinite-at-step=3"});
   ASSERT_EQ(poisoned.exit_code, 0) << poisoned.output;
   const nlohmann::json summary = ReadSummary(out_ / "poisoned");
   EXPECT_EQ(summary["skipped_steps"], 1);
@@ -422,7 +422,7 @@ TEST_F(WorkerCli, NonFiniteLossWithSkipSkipsThatStepAndTrainsOn) {
 }
 
 TEST_F(WorkerCli, NonFiniteLossWithStopIsExitThreeAtThatStep) {
-  CommandResult result = Train("run", {"--on-nonfinite", "stop", "--test-nonfinite-at-step", "3"});
+  CommandResult result = Train("run", {"--on-nonfinite", "stop"}, {"MGPU_TEST_FAULTS=nonfinite-at-step=3"});
   ASSERT_EQ(result.exit_code, 3) << result.output;
   EXPECT_NE(result.output.find("loss became nan at step 3 "), std::string::npos) << result.output;
 }
@@ -442,9 +442,9 @@ TEST_F(WorkerCli, SkippingStepsOfAModelThatBrokeAnywayIsExitThree) {
 }
 
 TEST_F(WorkerCli, TestNonFiniteHookRefusesModesItCannotPoison) {
-  CommandResult result = Train("run", {"--mode", "dp", "--dp-devices", "cpu,cpu", "--test-nonfinite-at-step", "2"});
+  CommandResult result = Train("run", {"--mode", "dp", "--dp-devices", "cpu,cpu"}, {"MGPU_TEST_FAULTS=nonfinite-at-step=2"});
   ASSERT_EQ(result.exit_code, 2) << result.output;
-  EXPECT_NE(result.output.find("--test-nonfinite-at-step works with --mode single"), std::string::npos)
+  EXPECT_NE(result.output.find("MGPU_TEST_FAULTS nonfinite-at-step works with --mode single"), std::string::npos)
       << result.output;
 }
 
