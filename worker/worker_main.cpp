@@ -139,9 +139,10 @@ int main(int argc, char** argv) {
   }
   TrainConfig& config = parsed->config;
   const WorldInfo& world = parsed->world;
-  // As given: a name derived below from the model, mode and precision would not follow an edit
-  // of config.yaml's precision.
-  const std::string config_yaml = ConfigToYaml(config);
+  // config.yaml keeps the name as given: a name derived below from the model, mode and precision
+  // would not follow an edit of config.yaml's precision.
+  const std::string given_name = config.name;
+  std::string config_yaml;
   if (config.out.empty()) config.out = DefaultOutputFolder(config);
 
   // Process-level set-up before any output exists: the device, the coordinator of `mgpu run`
@@ -158,6 +159,10 @@ int main(int argc, char** argv) {
                                        .front()
                                  : ResolveDevice(config.device, world);
     ResolvePrecisionForDevice(config, device->is_cuda());
+    // The precision that runs (--amp on CPU is amp-bf16), under the name as given.
+    TrainConfig as_saved = config;
+    as_saved.name = given_name;
+    config_yaml = ConfigToYaml(as_saved);
     coordinator_client = CoordinatorClient::FromEnvironment(ProcessEnvironment());
     if (coordinator_client) {
       assignment = coordinator_client->Register(world, device->str());

@@ -145,8 +145,8 @@ class ContainerCluster : public ::testing::Test {
   // Node `node` of a 2-node job, 1 worker each, its layout and token given by flags; node 0 is
   // the container `node0`.
   std::vector<std::string> Node(int node, const std::string& node0, const std::string& name,
-                                const std::vector<std::string>& worker) {
-    return Container(name, {},
+                                const std::vector<std::string>& worker, const std::vector<std::string>& env = {}) {
+    return Container(name, env,
                      {"--nnodes", "2", "--node-rank", std::to_string(node), "--nproc-per-node", "1", "--master-addr",
                       node0, "--master-port", "29500", "--token", kToken, "--heartbeat-timeout",
                       std::to_string(static_cast<int>(kHeartbeatTimeout))},
@@ -260,9 +260,10 @@ TEST_F(ContainerCluster, ResumingFromTheSharedFolderEndsAsTheUninterruptedRun) {
   // Rank 1 stops after step 9 (step 8's checkpoint is written, rank 0 waits for rank 1 in step
   // 10), so the kill lands mid-run whatever this machine's speed.
   std::vector<std::string> cut = job;
-  cut.insert(cut.end(), {"--test-hang-at-step", "9", "--test-hang-rank", "1", "--out", "/runs/cut"});
-  BackgroundCommand second(Node(1, node0, node1, cut), kEngineEnvironment);
-  BackgroundCommand first(Node(0, node0, node0, cut), kEngineEnvironment);
+  cut.insert(cut.end(), {"--out", "/runs/cut"});
+  const std::vector<std::string> hang = {"MGPU_TEST_FAULTS=hang-at-step=9,hang-rank=1"};
+  BackgroundCommand second(Node(1, node0, node1, cut, hang), kEngineEnvironment);
+  BackgroundCommand first(Node(0, node0, node0, cut, hang), kEngineEnvironment);
   ASSERT_TRUE(WaitFor([&] { return PathExists(runs_ / "cut/checkpoints/step-8.ckpt"); }, 120))
       << "no checkpoint of step 8";
   const CommandResult killed = EngineCall({"kill", node1});

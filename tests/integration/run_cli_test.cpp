@@ -297,6 +297,7 @@ TEST_F(RunCli, WorkersShareTheNodesCoresUnlessOmpNumThreadsIsSet) {
   CommandResult shared = RunCommand(argv);
   ASSERT_EQ(shared.exit_code, 0) << shared.output;
   EXPECT_EQ(IntraOpThreads(shared.output), expected) << shared.output;
+  argv.push_back("--overwrite");  // the same folder again
   CommandResult chosen = RunCommand(argv, {"OMP_NUM_THREADS=1"});
   ASSERT_EQ(chosen.exit_code, 0) << chosen.output;
   EXPECT_EQ(IntraOpThreads(chosen.output), 1) << "the user's OMP_NUM_THREADS wins: " << chosen.output;

@@ -307,7 +307,7 @@ torch.jit.script(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 7)
       {"plugin:" + plugin, {"plugin:LIB.so:NAME"}},
   };
   for (const auto& [model, parts] : cases) {
-    const CommandResult result = Train(model, "bad", {"--max-steps", "1"});
+    const CommandResult result = Train(model, "bad", {"--max-steps", "1", "--overwrite"});  // one folder for every case
     EXPECT_EQ(result.exit_code, 2) << result.output;
     EXPECT_NE(result.output.find("--model " + model), std::string::npos) << result.output;
     for (const std::string& part : parts) EXPECT_NE(result.output.find(part), std::string::npos) << part << "\n" << result.output;
