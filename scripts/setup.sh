@@ -161,7 +161,7 @@ find_cuda_toolkit() {
   local specs=("${CUDA_TOOLKIT_WHEELS[@]/%/==$series.*}")
   if ! "$python" -c 'import importlib.metadata as m, sys; [m.version(n) for n in sys.argv[1:]]' \
       "${CUDA_TOOLKIT_WHEELS[@]}" 2>/dev/null; then
-    say "CUDA toolkit: none here; installing ${specs[*]} into $VENV (about 150 MB, once)" >&2
+    say "CUDA toolkit: none here; installing ${specs[*]} into $VENV (about 100 MB, once)" >&2
     "$VENV/bin/pip" install -q --disable-pip-version-check "${specs[@]}" >&2
   fi
   assemble_cuda_toolkit "$python" "$CACHE_DIR/cuda-toolkit-$series"
@@ -211,7 +211,7 @@ else
   say "nvJPEG: no nvjpeg.h beside this torch; --decode gpu is compiled out"
 fi
 cuda_toolkit_root=$(find_cuda_toolkit "${torch_info[1]}")
-[ -z "$cuda_toolkit_root" ] || say "CUDA toolkit: $cuda_toolkit_root (for CMake only; the project has no .cu files)"
+[ -z "$cuda_toolkit_root" ] || say "CUDA toolkit: $cuda_toolkit_root (for LibTorch's CMake config; the project has no .cu files)"
 mkdir -p "$(dirname "$ENV_FILE")"
 cat > "$ENV_FILE.tmp" <<ENV
 TORCH_PREFIX=${torch_info[0]}
