@@ -9,7 +9,8 @@ BENCH_GPU_ARGS ?=
 
 all: build
 
-# Debian packages and LibTorch (the pinned torch wheel, cached outside the checkout).
+# Debian packages and LibTorch (the pinned torch wheel, cached outside the checkout); where the
+# machine has no CUDA toolkit and torch is a CUDA build, one made from PyPI wheels (CUDA_TOOLKIT_ROOT).
 deps: $(ENV_FILE)
 $(ENV_FILE): scripts/setup.sh
 	bash scripts/setup.sh $(ENV_FILE)
@@ -18,7 +19,9 @@ configure: $(BUILD_DIR)/build.ninja
 $(BUILD_DIR)/build.ninja: $(ENV_FILE) CMakeLists.txt
 	. ./$(ENV_FILE) && cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DCMAKE_PREFIX_PATH="$$TORCH_PREFIX" -DMGPU_PYTHON="$$MGPU_PYTHON" \
-	  -DMGPU_TEST_PYTHON="$$MGPU_TEST_PYTHON" -DMGPU_NVJPEG_INCLUDE_DIR="$$NVJPEG_INCLUDE_DIR"
+	  -DMGPU_TEST_PYTHON="$$MGPU_TEST_PYTHON" -DMGPU_NVJPEG_INCLUDE_DIR="$$NVJPEG_INCLUDE_DIR" \
+	  $${CUDA_TOOLKIT_ROOT:+-DCUDA_TOOLKIT_ROOT_DIR="$$CUDA_TOOLKIT_ROOT" -DCUDAToolkit_ROOT="$$CUDA_TOOLKIT_ROOT" \
+	    -DCMAKE_CUDA_COMPILER="$$CUDA_TOOLKIT_ROOT/bin/nvcc"}
 
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)

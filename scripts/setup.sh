@@ -12,6 +12,11 @@
 # checkout (MGPU_CACHE, default ~/.cache/mgpu).
 # NVJPEG_INCLUDE_DIR in ENV_FILE: the folder of nvjpeg.h for `--decode gpu`, from the
 # nvidia-nvjpeg wheel installed beside that torch (empty where none: the feature is compiled out).
+# CUDA_TOOLKIT_ROOT in ENV_FILE: a CUDA toolkit for LibTorch's CMake config, which a CUDA build of
+# torch needs (nvcc, CUDA's headers and libraries) and the torch wheel does not bring. Empty where
+# the machine has one (nvcc on PATH, /usr/local/cuda, CUDA_HOME or CUDAToolkit_ROOT given) or torch
+# is a CPU build; else assembled in the cache from NVIDIA's PyPI wheels (nvcc, NVVM, CRT, CCCL)
+# installed beside that torch.
 set -euo pipefail
 
 readonly TORCH_VERSION=2.11.0
@@ -22,6 +27,10 @@ readonly TENSORBOARD_VERSION=2.21.0
 # nvJPEG for `--decode gpu`: the release series of the torch wheel's CUDA (13.0). Only its header is
 # used at build time; libnvjpeg is opened at run time (dlopen).
 readonly NVJPEG_SPEC='nvidia-nvjpeg==13.0.*'
+# The CUDA wheels beside the torch wheel's own (runtime, NVRTC, cuBLAS, ...) that make a toolkit
+# LibTorch's CMake config accepts: it runs enable_language(CUDA), so nvcc must compile a test
+# program (nvcc, NVVM's cicc, CRT's and CCCL's headers). Installed as CUDA_SERIES.* (torch.version.cuda).
+readonly CUDA_TOOLKIT_WHEELS=(nvidia-cuda-nvcc nvidia-nvvm nvidia-cuda-crt nvidia-cuda-cccl)
 # Its own small venv, not the torch one: MGPU_PYTHON may be a system Python that pip must not
 # change, and the tests need nothing from torch.
 readonly TEST_VENV=$CACHE_DIR/venv-tensorboard-$TENSORBOARD_VERSION
@@ -126,6 +135,72 @@ for root in site.getsitepackages():
 PY
 }
 
+# True where the machine already has a CUDA toolkit that CMake finds by itself or is told of.
+machine_has_cuda_toolkit() {
+  nvcc --version >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || [ -n "${CUDA_HOME:-}" ] \
+    || [ -n "${CUDAToolkit_ROOT:-}" ]
+}
+
+# Prints the folder of a CUDA toolkit assembled from PyPI wheels for the torch of the Python
+# `python` (installing them into a venv this script made), or nothing where none is needed or
+# none can be made here.
+find_cuda_toolkit() {
+  local python=$1 series
+  [ -n "$python" ] || return 0
+  series=$("$python" -c 'import torch; print(torch.version.cuda or "")' 2>/dev/null) || return 0
+  [ -n "$series" ] || return 0
+  if machine_has_cuda_toolkit; then
+    say "CUDA toolkit: this machine's (torch is a CUDA $series build)" >&2
+    return 0
+  fi
+  if [ "$python" != "$VENV/bin/python" ]; then
+    say "CUDA toolkit: none here, and torch (CUDA $series) is $python's, which this script does not change;" \
+      "install CUDA $series (nvcc) or set CUDAToolkit_ROOT, else LibTorch's CMake config fails" >&2
+    return 0
+  fi
+  local specs=("${CUDA_TOOLKIT_WHEELS[@]/%/==$series.*}")
+  if ! "$python" -c 'import importlib.metadata as m, sys; [m.version(n) for n in sys.argv[1:]]' \
+      "${CUDA_TOOLKIT_WHEELS[@]}" 2>/dev/null; then
+    say "CUDA toolkit: none here; installing ${specs[*]} into $VENV (about 100 MB, once)" >&2
+    "$VENV/bin/pip" install -q --disable-pip-version-check "${specs[@]}" >&2
+  fi
+  assemble_cuda_toolkit "$python" "$CACHE_DIR/cuda-toolkit-$series"
+}
+
+# Makes ROOT a CUDA toolkit folder as CMake and nvcc expect one, from the wheels' nvidia/cuMAJOR
+# folder: bin/ (hard-linked or copied: nvcc finds nvcc.profile, nvvm/ and targets/ beside its own
+# real path), include/, nvvm/, lib64/ with the unversioned .so names find_library looks for, and
+# targets/x86_64-linux/ (nvcc.profile's include and library folders). Prints ROOT.
+assemble_cuda_toolkit() {
+  local python=$1 root=$2 wheels
+  if [ -x "$root/bin/nvcc" ] && "$root/bin/nvcc" --version >/dev/null 2>&1; then
+    say "CUDA toolkit: cached in $root" >&2
+    printf '%s\n' "$root"
+    return
+  fi
+  wheels=$("$python" -c 'import nvidia, os, glob
+print(next(os.path.dirname(os.path.dirname(nvcc)) for path in nvidia.__path__
+           for nvcc in glob.glob(os.path.join(path, "cu*", "bin", "nvcc"))))')
+  say "CUDA toolkit: assembling $root from $wheels" >&2
+  rm -rf "$root.tmp" && mkdir -p "$root.tmp/lib64" "$root.tmp/targets/x86_64-linux"
+  cp -rl "$wheels/bin" "$root.tmp/bin" 2>/dev/null || cp -r "$wheels/bin" "$root.tmp/bin"
+  ln -s "$wheels/include" "$root.tmp/include"
+  ln -s "$wheels/nvvm" "$root.tmp/nvvm"
+  local lib name
+  for lib in "$wheels"/lib/*; do
+    name=$(basename "$lib")
+    ln -s "$lib" "$root.tmp/lib64/$name"
+    case $name in
+      *.so.*) [ -e "$root.tmp/lib64/${name%%.so.*}.so" ] || ln -s "$lib" "$root.tmp/lib64/${name%%.so.*}.so" ;;
+    esac
+  done
+  ln -s lib64 "$root.tmp/lib"
+  ln -s ../../include "$root.tmp/targets/x86_64-linux/include"
+  ln -s ../../lib64 "$root.tmp/targets/x86_64-linux/lib"
+  rm -rf "$root" && mv "$root.tmp" "$root"
+  printf '%s\n' "$root"
+}
+
 install_debian_packages
 install_test_python
 mapfile -t torch_info < <(find_torch)
@@ -135,12 +210,15 @@ if [ -n "$nvjpeg_include" ]; then
 else
   say "nvJPEG: no nvjpeg.h beside this torch; --decode gpu is compiled out"
 fi
+cuda_toolkit_root=$(find_cuda_toolkit "${torch_info[1]}")
+[ -z "$cuda_toolkit_root" ] || say "CUDA toolkit: $cuda_toolkit_root (for LibTorch's CMake config; the project has no .cu files)"
 mkdir -p "$(dirname "$ENV_FILE")"
 cat > "$ENV_FILE.tmp" <<ENV
 TORCH_PREFIX=${torch_info[0]}
 MGPU_PYTHON=${torch_info[1]}
 MGPU_TEST_PYTHON=$TEST_VENV/bin/python
 NVJPEG_INCLUDE_DIR=$nvjpeg_include
+CUDA_TOOLKIT_ROOT=$cuda_toolkit_root
 ENV
 mv "$ENV_FILE.tmp" "$ENV_FILE"
 say "wrote $ENV_FILE"

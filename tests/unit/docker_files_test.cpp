@@ -159,6 +159,30 @@ TEST_F(DockerFiles, TheBuildStageSetsUpWithTheReadmesScriptAndBuildsWithTheMakef
   }
 }
 
+// The build stage is plain Debian 12: no CUDA toolkit, which LibTorch's CMake config of the CUDA
+// torch wheel needs (enable_language(CUDA): nvcc and its NVVM). scripts/setup.sh makes one from
+// PyPI wheels and names it in the set-up file; the Makefile's configure step hands it to CMake.
+TEST(SetUpScript, MakesACudaToolkitFromPypiWheelsThatTheConfigureStepHandsToCMake) {
+  const std::string setup = ReadText(kRoot + "/scripts/setup.sh");
+  for (const char* wheel : {"nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-crt", "nvidia-cuda-cccl"}) {
+    EXPECT_TRUE(Contains(setup, wheel)) << "scripts/setup.sh must install " << wheel << " where no toolkit is found";
+  }
+  EXPECT_TRUE(std::regex_search(setup, std::regex(R"(\nCUDA_TOOLKIT_ROOT=\$\S+\n)")))
+      << "scripts/setup.sh must write CUDA_TOOLKIT_ROOT=... into the set-up file";
+
+  // The configure rule's whole recipe (its lines up to the next blank line).
+  const std::string makefile = ReadText(kRoot + "/Makefile");
+  const size_t rule = makefile.find("\n$(BUILD_DIR)/build.ninja:");
+  ASSERT_NE(rule, std::string::npos) << "the Makefile's configure rule `$(BUILD_DIR)/build.ninja:`";
+  const std::string recipe = makefile.substr(rule, makefile.find("\n\n", rule) - rule);
+  for (const char* flag : {"-DCUDAToolkit_ROOT=\"$$CUDA_TOOLKIT_ROOT\"", "-DCUDA_TOOLKIT_ROOT_DIR=\"$$CUDA_TOOLKIT_ROOT\"",
+                           "-DCMAKE_CUDA_COMPILER=\"$$CUDA_TOOLKIT_ROOT/bin/nvcc\""}) {
+    EXPECT_TRUE(Contains(recipe, flag)) << "the configure recipe must pass " << flag << ":\n" << recipe;
+  }
+  EXPECT_TRUE(Contains(recipe, "$${CUDA_TOOLKIT_ROOT:+"))
+      << "only where set-up made a toolkit: a machine's own is found by CMake as before";
+}
+
 TEST_F(DockerFiles, TheFinalStageIsSlimAndHoldsBothBinariesWithOpenMpisRootSwitches) {
   const Stage& final_stage = Final();
   EXPECT_TRUE(Contains(final_stage.base, "slim") || Contains(final_stage.base, "runtime")) << final_stage.base;
