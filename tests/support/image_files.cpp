@@ -64,29 +64,9 @@ std::string ColourSample(const ColourSetOptions& options, int c, uint64_t key, i
 }  // namespace
 
 std::string EncodeJpeg(int width, int height, const std::vector<uint8_t>& rgb, int quality) {
-  jpeg_compress_struct info;
-  jpeg_error_mgr errors;
-  info.err = jpeg_std_error(&errors);
-  jpeg_create_compress(&info);
-  unsigned char* buffer = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&info, &buffer, &size);
-  info.image_width = static_cast<JDIMENSION>(width);
-  info.image_height = static_cast<JDIMENSION>(height);
-  info.input_components = 3;
-  info.in_color_space = JCS_RGB;
-  jpeg_set_defaults(&info);
-  jpeg_set_quality(&info, quality, TRUE);
-  jpeg_start_compress(&info, TRUE);
-  while (info.next_scanline < info.image_height) {
-    JSAMPROW row = const_cast<uint8_t*>(rgb.data()) + static_cast<size_t>(info.next_scanline) * width * 3;
-    jpeg_write_scanlines(&info, &row, 1);
-  }
-  jpeg_finish_compress(&info);
-  jpeg_destroy_compress(&info);
-  std::string bytes(reinterpret_cast<char*>(buffer), size);
-  std::free(buffer);
-  return bytes;
+  JpegVariant baseline;  // RGB, 4:2:0, as jpeg_set_defaults samples it
+  baseline.quality = quality;
+  return EncodeJpegVariant(width, height, rgb, baseline);
 }
 
 std::string EncodeJpegVariant(int width, int height, const std::vector<uint8_t>& rgb, const JpegVariant& variant) {
