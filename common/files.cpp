@@ -52,6 +52,21 @@ void WriteFileAtomically(const std::string& path, const std::string& contents) {
   }
 }
 
+bool LinkOrWriteAtomically(const std::string& existing, const std::string& path, const std::string& contents) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  ::unlink(tmp.c_str());
+  if (::link(existing.c_str(), tmp.c_str()) != 0) {
+    WriteFileAtomically(path, contents);
+    return false;
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string err = ErrnoText();
+    ::unlink(tmp.c_str());
+    throw Error(ExitCode::kFailure, "cannot rename " + tmp + " to " + path + ": " + err);
+  }
+  return true;
+}
+
 void SyncDirectory(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) throw Error(ExitCode::kFailure, "cannot open folder " + path + ": " + ErrnoText());

@@ -15,6 +15,12 @@ namespace mgpu {
 // A crash leaves either the old file or the new one, never a torn one. Throws mgpu::Error.
 void WriteFileAtomically(const std::string& path, const std::string& contents);
 
+// Makes `path` a second name of the file `existing` (a hard link, swapped in by rename, so `path`
+// is always whole), so that both names hold one copy on disk; where the file system has no hard
+// link between the two (another file system), writes `contents`, which must be `existing`'s
+// bytes, with WriteFileAtomically. Returns whether it linked. Throws mgpu::Error.
+bool LinkOrWriteAtomically(const std::string& existing, const std::string& path, const std::string& contents);
+
 // Makes the folder's entries (a rename into it) durable: fsync on the folder. Throws mgpu::Error.
 void SyncDirectory(const std::string& path);
 

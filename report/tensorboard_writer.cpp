@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "common/status.h"
-#include "report/crc32c.h"
+#include "common/crc32c.h"
 #include "tensorboard/event.pb.h"
 
 namespace mgpu {

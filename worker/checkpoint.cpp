@@ -1,17 +1,11 @@
 #include "worker/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cmath>
 #include <algorithm>
-#include <cstring>
+#include <cmath>
 #include <limits>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
-#include <torch/csrc/jit/serialization/pickle.h>
 
 #ifdef MGPU_WITH_CUDA
 #include <ATen/cuda/CUDAGeneratorImpl.h>
@@ -20,7 +14,6 @@
 #include "common/files.h"
 #include "common/status.h"
 #include "worker/checkpoint_file.h"
-#include "worker/checkpoint_payload.h"
 
 namespace mgpu {
 namespace {
@@ -327,8 +320,7 @@ std::string SerializeCheckpoint(const CheckpointIdentity& identity, TrainingPart
     payload.insert("rng_cuda", generator.get_state());
   }
 #endif
-  const std::vector<char> pickled = torch::pickle_save(payload);
-  return EncodeCheckpointFile({header.dump(), std::string(pickled.begin(), pickled.end())});
+  return EncodeCheckpointFile(header.dump(), payload);
 }
 
 std::string ResolveResumePath(const std::string& given) {
@@ -356,8 +348,7 @@ TrainingPosition RestoreCheckpoint(const std::string& path, const CheckpointIden
     CheckIdentity(header.at("identity"), expected, path);
     TrainingPosition position = ReadPosition(header, path);
     const LrScheduler::State schedule = ReadSchedule(header, path);
-    const c10::IValue loaded = LoadCheckpointPayload(contents.payload, path);
-    const c10::impl::GenericDict payload = loaded.toGenericDict();
+    const c10::impl::GenericDict& payload = contents.state;
     CheckNamed(payload.at("parameters"), parts.model.named_parameters(), "parameter", path);
     CheckNamed(payload.at("buffers"), parts.model.named_buffers(), "buffer", path);
     const std::vector<torch::Tensor> optimizer_state = TensorsOf(payload.at("optimizer"));
@@ -422,18 +413,8 @@ std::string CheckpointWriter::Write(int64_t step, const std::function<std::strin
   const std::string path = fmt::format("{}/step-{}.ckpt", folder_, step);
   const std::string bytes = serialize();
   WriteFileAtomically(path, bytes);
-  // latest.ckpt: a second name for the same bytes, swapped in by rename so that it is always a
-  // whole checkpoint; a copy where the file system has no hard links.
-  const std::string latest = folder_ + "/latest.ckpt";
-  const std::string temporary = fmt::format("{}.tmp.{}", latest, ::getpid());
-  ::unlink(temporary.c_str());
-  if (::link(path.c_str(), temporary.c_str()) != 0) {
-    WriteFileAtomically(latest, bytes);
-  } else if (::rename(temporary.c_str(), latest.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(temporary.c_str());
-    throw Error(ExitCode::kFailure, fmt::format("cannot rename {} to {}: {}", temporary, latest, why));
-  }
+  // latest.ckpt: a second name for the same bytes, always a whole checkpoint.
+  LinkOrWriteAtomically(path, folder_ + "/latest.ckpt", bytes);
   SyncDirectory(folder_);
   return path;
 }

@@ -1,8 +1,8 @@
 // Training checkpoints: everything a run needs to continue exactly where it stood.
 //
-// A checkpoint (file layout: worker/checkpoint_file.h) holds the model's parameters and
-// buffers, the optimizer's state (moments, momentum buffers, step counts, o2 master weights),
-// the schedule's state, the loss scaler's scale, growth tracker and skipped-step count, the
+// A checkpoint (file layout: worker/checkpoint_file.h; Python reads it with torch.load(path,
+// weights_only=True)) holds the model's parameters and buffers, the optimizer's state (moments,
+// momentum buffers, step counts, o2 master weights), the schedule's state, the loss scaler's scale, growth tracker and skipped-step count, the
 // default CPU generator's state (and the CUDA one when training on a GPU), and the position:
 // epoch, optimizer step, micro-batches done in the epoch and the epoch's running loss. Its
 // header records the identity of the run (CheckpointIdentity); resuming with a run that differs

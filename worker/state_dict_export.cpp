@@ -2,12 +2,10 @@
 
 #include <unordered_map>
 
-#include <caffe2/serialize/inline_container.h>
 #include <fmt/format.h>
-#include <torch/csrc/jit/serialization/export.h>
-#include <torch/csrc/jit/serialization/pickler.h>
 
 #include "common/status.h"
+#include "worker/torch_archive.h"
 
 namespace mgpu {
 namespace {
@@ -48,23 +46,7 @@ std::string SerializeStateDict(torch::nn::Module& model, const std::vector<torch
 }
 
 std::string SerializeTensorDict(const c10::Dict<std::string, torch::Tensor>& tensors) {
-  // torch::pickle_save's layout (a zip of data.pkl and one record per tensor storage), with the
-  // pickle untagged: pickle_save wraps the dict in torch.jit._pickle.restore_type_tag.
-  std::string pickle;
-  torch::jit::Pickler pickler([&](const char* bytes, size_t size) { pickle.append(bytes, size); },
-                              /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
-                              /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
-  pickler.protocol();
-  pickler.pushIValue(tensors);
-  pickler.stop();
-  std::string archive;
-  caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t size) {
-    archive.append(static_cast<const char*>(bytes), size);
-    return size;
-  });
-  torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(), writer);
-  writer.writeEndOfFile();
-  return archive;
+  return WriteTorchArchive(tensors);
 }
 
 }  // namespace mgpu

@@ -23,7 +23,7 @@ namespace mgpu {
 std::string SerializeStateDict(torch::nn::Module& model, const std::vector<torch::Tensor>& stepped);
 
 // `tensors` as a torch.save archive that torch.load(weights_only=True) reads as a plain dict
-// (torch::pickle_save's archive would name a TorchScript type tag, which weights_only refuses).
+// (worker/torch_archive.h).
 std::string SerializeTensorDict(const c10::Dict<std::string, torch::Tensor>& tensors);
 
 }  // namespace mgpu

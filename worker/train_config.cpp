@@ -544,6 +544,9 @@ std::vector<OptionSpec> BuildOptions() {
                          "write model_state_dict.pt at the end: the weights by torchvision's names, for Python's "
                          "torch.load and load_state_dict (worker/state_dict_export.h)"));
   o.back().aliases = {"save_state_dict"};
+  o.push_back(BoolOption("save-module", &TrainConfig::save_module,
+                         "also write model.pt at the end: LibTorch's archive of the module, for C++ code that builds "
+                         "the same mgpu model and calls torch::load (a second copy of the weights)"));
   o.push_back(StringOption("checkpoint", {}, &TrainConfig::checkpoint, {},
                            "seed-style: also write the trained weights (model_state_dict.pt's contents, for "
                            "torch.load) to <this folder>/<--checkpoint-name>; {out} stands for the output folder, "

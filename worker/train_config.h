@@ -143,6 +143,7 @@ struct TrainConfig {
   std::string progress = "auto";  // auto: a bar on a terminal, plain lines otherwise
   bool tensorboard = true;        // events.out.tfevents.* in the output folder
   bool save_state_dict = true;    // model_state_dict.pt for Python (worker/state_dict_export.h)
+  bool save_module = false;       // model.pt: LibTorch's archive of the module, for C++
   std::string tensorboard_log;    // also write the events to <this>/<output folder's name>/
   // The seeds' `--checkpoint [DIR] --checkpoint_name NAME`: the trained weights (as
   // model_state_dict.pt) also written to DIR/NAME; "" none. `{out}` in DIR stands for the

@@ -916,12 +916,19 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
     summary["ddp_bucket_bytes"] = replicated->BucketBytes();
     summary["ddp_buckets_rebuilt"] = replicated->rebuilt();
   }
-  if (outputs.writes_shared_files()) torch::save(model, outputs.folder() + "/model.pt");
+  // One copy of the weights unless more are asked for: --checkpoint's file is a second name of
+  // model_state_dict.pt where one file system holds both, and model.pt only with --save-module.
+  if (config.save_module && outputs.writes_shared_files()) torch::save(model, outputs.folder() + "/model.pt");
   if (config.save_state_dict || !checkpoint_path.empty()) {
     if (outputs.writes_shared_files()) {
       const std::string state_dict = SerializeStateDict(*model, optimizer.stepped_parameters());
-      if (config.save_state_dict) WriteFileAtomically(outputs.folder() + "/" + kStateDictFile, state_dict);
-      if (!checkpoint_path.empty()) WriteFileAtomically(checkpoint_path, state_dict);
+      const std::string state_dict_path = outputs.folder() + "/" + kStateDictFile;
+      if (config.save_state_dict) WriteFileAtomically(state_dict_path, state_dict);
+      if (!checkpoint_path.empty() && config.save_state_dict) {
+        LinkOrWriteAtomically(state_dict_path, checkpoint_path, state_dict);
+      } else if (!checkpoint_path.empty()) {
+        WriteFileAtomically(checkpoint_path, state_dict);
+      }
     }
     if (config.save_state_dict) summary["state_dict_file"] = kStateDictFile;  // in the output folder
     if (!checkpoint_path.empty()) summary["checkpoint_file"] = checkpoint_path;

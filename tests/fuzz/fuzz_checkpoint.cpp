@@ -1,8 +1,9 @@
 // Checkpoint files (`--resume`): RestoreCheckpoint in worker/checkpoint.h, the top-level read,
-// into a small LeNet with SGD (tests/fuzz/make_corpus.py's checkpoint is of this run). An input that starts with the file's magic is read as it is, which
-// exercises the framing (worker/checkpoint_file.h); any other input is split at its first NUL into
-// a header and a payload and framed with a valid checksum first, so that mutations reach the
-// header's JSON, the identity and position checks and the tensors' unpickling.
+// into a small LeNet with SGD (the corpus' checkpoints are of this run). An input that starts as
+// a checkpoint file does (a zip archive, or format 1's MGPUCKPT) is read as it is, which exercises
+// the framing (worker/checkpoint_file.h); any other input is split at its first NUL into a header
+// and a torch archive of the state, and framed with a valid checksum first, so that mutations
+// reach the header's JSON, the identity and position checks and the tensors' checks.
 #include <cstring>
 
 #include "amp/grad_scaler.h"
@@ -12,6 +13,7 @@
 #include "tests/fuzz/fuzz_input.h"
 #include "worker/checkpoint.h"
 #include "worker/checkpoint_file.h"
+#include "worker/torch_archive.h"
 
 namespace {
 
@@ -39,14 +41,17 @@ struct Run {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static Run run;
   const std::string input(reinterpret_cast<const char*>(data), size);
-  std::string file = input;
-  if (input.rfind("MGPUCKPT", 0) != 0) {
-    const size_t split = std::min(input.find('\0'), input.size());
-    file = mgpu::EncodeCheckpointFile({input.substr(0, split), input.substr(std::min(split + 1, input.size()))});
-  }
-  const std::string path =
-      mgpu::fuzz::WriteInputFile(reinterpret_cast<const uint8_t*>(file.data()), file.size(), "latest.ckpt");
   mgpu::fuzz::ExpectParsedOrRefused([&] {
+    std::string file = input;
+    if (input.rfind("MGPUCKPT", 0) != 0 && input.rfind("PK\x03\x04", 0) != 0) {
+      const size_t split = std::min(input.find('\0'), input.size());
+      const c10::IValue state =
+          mgpu::ReadTorchArchive(input.substr(std::min(split + 1, input.size())), "the input's state");
+      if (!state.isGenericDict()) return;
+      file = mgpu::EncodeCheckpointFile(input.substr(0, split), state.toGenericDict());
+    }
+    const std::string path =
+        mgpu::fuzz::WriteInputFile(reinterpret_cast<const uint8_t*>(file.data()), file.size(), "latest.ckpt");
     mgpu::TrainingParts parts{*run.model, *run.optimizer, *run.scaler, *run.scheduler, torch::kCPU};
     mgpu::RestoreCheckpoint(path, run.identity, parts);
   });

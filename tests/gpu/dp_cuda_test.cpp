@@ -77,8 +77,8 @@ TEST_F(CudaDp, CudaGraphsPerReplicaTrainLikeEagerReplicas) {
     // float16 roundings of the algorithms cuDNN's benchmark mode picked in that run), and that
     // bug does not depend on the precision.
     if (precision == "fp32") {
-      EXPECT_LE(MaxRelativeDifference(dir_ / ("graphed-" + precision + "/model.pt"),
-                                      dir_ / ("eager-" + precision + "/model.pt")),
+      EXPECT_LE(MaxRelativeDifference(dir_ / ("graphed-" + precision + "/model_state_dict.pt"),
+                                      dir_ / ("eager-" + precision + "/model_state_dict.pt")),
                 1e-4);
     }
   }

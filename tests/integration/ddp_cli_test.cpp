@@ -81,7 +81,7 @@ class DdpCli : public ::testing::Test {
     const double tolerance = Float32ReorderingTolerance(kSteps, summary["batch_size"].get<int64_t>() * 28 * 28);
     // Relative to each tensor's largest magnitude, the scale the bound is relative to: an element
     // near 0 would magnify a rounding difference by 1 / its size.
-    EXPECT_LE(MaxRelativeDifference(out_ / (ddp_out + "/model.pt"), out_ / (single_out + "/model.pt")), tolerance);
+    EXPECT_LE(MaxRelativeDifference(out_ / (ddp_out + "/model_state_dict.pt"), out_ / (single_out + "/model_state_dict.pt")), tolerance);
     EXPECT_TRUE(PathExists(out_ / (ddp_out + "/logs/rank-1.log")));
   }
 
@@ -136,7 +136,7 @@ TEST_F(DdpCli, GradientAsBucketViewAndCompressionStillTrain) {
   for (const auto& r : compressed) ASSERT_EQ(r.exit_code, 0) << r.output;
   const nlohmann::json summary = ReadSummary(out_ / "bf16");
   EXPECT_EQ(summary["rank_param_checksums"][0], summary["rank_param_checksums"][1]);
-  EXPECT_LE(RelativeNormDifference(out_ / "bf16/model.pt", out_ / "single/model.pt"), 0.01);
+  EXPECT_LE(RelativeNormDifference(out_ / "bf16/model_state_dict.pt", out_ / "single/model_state_dict.pt"), 0.01);
 }
 
 TEST_F(DdpCli, TwoRanksStoppedAndResumedFromRankZerosCheckpointEndAsTheUninterruptedRun) {

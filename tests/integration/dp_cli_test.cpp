@@ -66,7 +66,7 @@ TEST_F(DpCli, TwoCpuReplicasTrainLikeOneProcessAndReportTimingPerDevice) {
   // Slices of 14 and 13 images run other CPU convolution kernels than a batch of 27: the same
   // sums in another order. The checksum (a sum of |p|) moves by no more than its terms do.
   const double tolerance = Float32ReorderingTolerance(24, kLongestSum);
-  EXPECT_LE(MaxRelativeDifference(out_ / "dp/model.pt", out_ / "single/model.pt"), tolerance);
+  EXPECT_LE(MaxRelativeDifference(out_ / "dp/model_state_dict.pt", out_ / "single/model_state_dict.pt"), tolerance);
   EXPECT_NEAR(summary["param_checksum"].get<double>(), reference["param_checksum"].get<double>(),
               tolerance * reference["param_checksum"].get<double>());
   EXPECT_NEAR(summary["test_accuracy"].get<double>(), reference["test_accuracy"].get<double>(), 0.5);
@@ -85,7 +85,7 @@ TEST_F(DpCli, ChannelsLastReplicasTrainToTheDefaultLayoutsParameters) {
   const double reference = ReadSummary(out_ / "nchw")["param_checksum"];
   const double tolerance = Float32ReorderingTolerance(8, kLongestSum);
   EXPECT_NEAR(summary["param_checksum"].get<double>(), reference, tolerance * reference);
-  EXPECT_LE(MaxRelativeDifference(out_ / "nhwc/model.pt", out_ / "nchw/model.pt"), tolerance);
+  EXPECT_LE(MaxRelativeDifference(out_ / "nhwc/model_state_dict.pt", out_ / "nchw/model_state_dict.pt"), tolerance);
 }
 
 TEST_F(DpCli, LabelSmoothingAppliesToEveryReplicasLossAsInOneProcess) {
@@ -98,9 +98,9 @@ TEST_F(DpCli, LabelSmoothingAppliesToEveryReplicasLossAsInOneProcess) {
   ASSERT_EQ(dp.exit_code, 0) << dp.output;
   CommandResult plain = Train("plain", {"--mode", "dp", "--dp-devices", "cpu,cpu", "--max-steps", "8"});
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
-  EXPECT_LE(MaxRelativeDifference(out_ / "dp/model.pt", out_ / "single/model.pt"),
+  EXPECT_LE(MaxRelativeDifference(out_ / "dp/model_state_dict.pt", out_ / "single/model_state_dict.pt"),
             Float32ReorderingTolerance(8, kLongestSum));
-  EXPECT_GT(MaxRelativeDifference(out_ / "plain/model.pt", out_ / "single/model.pt"), 1e-3)
+  EXPECT_GT(MaxRelativeDifference(out_ / "plain/model_state_dict.pt", out_ / "single/model_state_dict.pt"), 1e-3)
       << "without smoothing the run must differ, or this test shows nothing";
 }
 

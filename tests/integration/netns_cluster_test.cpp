@@ -190,7 +190,7 @@ TEST_F(NetnsCluster, TwoHostsTrainToTheSameParametersAsOneHost) {
   EXPECT_EQ(across["param_checksum"], local["param_checksum"]) << "two hosts and one host must train alike";
   ASSERT_EQ(across["rank_param_checksums"].size(), 2u);
   EXPECT_EQ(across["rank_param_checksums"][0], across["rank_param_checksums"][1]);
-  EXPECT_EQ(ReadText(out_ / "two-hosts/model.pt"), ReadText(out_ / "one-host/model.pt"));
+  EXPECT_EQ(ReadText(out_ / "two-hosts/model_state_dict.pt"), ReadText(out_ / "one-host/model_state_dict.pt"));
 }
 
 TEST_F(NetnsCluster, CuttingOneHostsNetworkStopsEveryLauncherNamingTheLostNode) {

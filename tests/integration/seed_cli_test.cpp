@@ -5,10 +5,13 @@
 // takes only the real 10,000-image files, which are made here for LeNet alone, in the layout
 // torchvision downloads. A spelling that means nothing exits 2 naming the closest valid one.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 
 #include "common/files.h"
+#include "models/model_factory.h"
+#include "tests/support/saved_models.h"
 #include "tests/support/test_support.h"
 
 namespace mgpu {
@@ -147,12 +150,25 @@ print(sorted(state)[:2], tuple(state["conv1.weight"].shape))
                                           "--checkpoint"});
   ASSERT_EQ(bare.exit_code, 0) << bare.output;
   EXPECT_TRUE(IsRegularFile(out_ / "bare/lenet.pth")) << "a bare --checkpoint writes into the output folder";
+  struct stat pth {}, state_dict {};
+  ASSERT_EQ(::stat((out_ / "bare/lenet.pth").c_str(), &pth), 0);
+  ASSERT_EQ(::stat((out_ / "bare/model_state_dict.pt").c_str(), &state_dict), 0);
+  EXPECT_EQ(pth.st_ino, state_dict.st_ino) << "one copy of the weights: the .pth is a second name of the export";
+  EXPECT_FALSE(PathExists(out_ / "bare/model.pt")) << "model.pt only with --save-module";
 
   WriteBytes(checkpoints / "a-file", "not a folder");
   const CommandResult blocked = Run("blocked", {"--dataset", "MNIST", "--dataset_root", mnist_.path(), "--checkpoint",
                                                 checkpoints / "a-file/sub"});
   EXPECT_EQ(blocked.exit_code, 2) << blocked.output;
   EXPECT_NE(blocked.output.find("give a folder that can be written"), std::string::npos) << blocked.output;
+}
+
+TEST_F(SeedCommandLines, SaveModuleAddsLibTorchsArchiveOfTheModule) {
+  const CommandResult run = Run("module", {"--dataset", "MNIST", "--data-dir", mnist_.path(), "--save-module"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  auto model = MakeModel("lenet", ModelShape{1, 10, 28, 28});
+  torch::load(model, out_ / "module/model.pt");
+  EXPECT_EQ(model->parameters().size(), SavedLeNetParameters(out_ / "module/model_state_dict.pt").size());
 }
 
 TEST_F(SeedCommandLines, TensorboardFalseLeavesTheEventFileOut) {

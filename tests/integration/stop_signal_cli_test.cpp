@@ -115,7 +115,7 @@ class StopSignalCli : public ::testing::Test {
     EXPECT_EQ(record["checkpoint"], checkpoint);
     EXPECT_TRUE(IsRegularFile(checkpoint));
     EXPECT_TRUE(IsRegularFile(out_ / (name + "/checkpoints/latest.ckpt")));
-    EXPECT_TRUE(IsRegularFile(out_ / (name + "/model.pt"))) << "the weights are written as at a normal end";
+    EXPECT_TRUE(IsRegularFile(out_ / (name + "/model_state_dict.pt"))) << "the weights are written as at a normal end";
     EXPECT_TRUE(summary["param_checksum"].is_number());
     return step;
   }

@@ -1,22 +1,25 @@
-// Reading the model.pt files runs wrote, to compare them (header only: the suites that use it
-// link the model library through mgpu_worker, which the support library does not).
+// Reading the model_state_dict.pt files runs wrote, to compare them (header only: the suites that
+// use it link LibTorch through mgpu_worker, which the support library does not).
 #pragma once
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/torch.h>
 
-#include "models/model_factory.h"
+#include "tests/support/test_support.h"
 
 namespace mgpu::testing {
 
-// The parameters of a LeNet saved at `path`, in the model's order.
+// The tensors of the model_state_dict.pt at `path`, in its order (the model's).
 inline std::vector<torch::Tensor> SavedLeNetParameters(const std::string& path) {
-  auto model = MakeModel("lenet", ModelShape{});
-  torch::load(model, path);
-  return model->parameters();
+  const std::string bytes = ReadText(path);
+  const c10::IValue state = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+  std::vector<torch::Tensor> tensors;
+  for (const auto& entry : state.toGenericDict()) tensors.push_back(entry.value().toTensor());
+  return tensors;
 }
 
 // The largest ||a - b||_inf / ||b||_inf over the parameter tensors of two saved LeNets.

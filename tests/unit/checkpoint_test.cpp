@@ -18,7 +18,7 @@
 #include "tests/support/test_support.h"
 #include "worker/checkpoint.h"
 #include "worker/checkpoint_file.h"
-#include "worker/checkpoint_payload.h"
+#include "worker/torch_archive.h"
 
 namespace mgpu {
 namespace {
@@ -28,30 +28,101 @@ using testing::TempDir;
 
 bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-TEST(CheckpointFile, RoundTripsHeaderAndPayload) {
-  const std::string bytes = EncodeCheckpointFile({"{\"a\": 1}", std::string("\0\1\2payload", 10)});
-  EXPECT_EQ(bytes.rfind("MGPUCKPT", 0), 0u);
+// A checkpoint's state as the trainer writes it: tensors, dicts of them, lists with a gap.
+c10::impl::GenericDict SomeState() {
+  c10::impl::GenericDict state(c10::StringType::get(), c10::AnyType::get());
+  c10::Dict<std::string, torch::Tensor> parameters;
+  parameters.insert("fc.weight", torch::full({4, 4}, 7.0f));
+  state.insert("parameters", parameters);
+  c10::impl::GenericList optimizer(c10::AnyType::get());
+  optimizer.push_back(torch::arange(3, torch::kDouble));
+  optimizer.push_back(c10::IValue());
+  state.insert("optimizer", optimizer);
+  return state;
+}
+
+// A version-1 checkpoint (mgpu before format 2) of tests/fuzz's LeNet, as it was written.
+std::string Version1Checkpoint() {
+  return ReadFile(std::string(MGPU_SOURCE_DIR) + "/tests/fuzz/corpus/checkpoint/lenet-sgd.ckpt");
+}
+
+TEST(CheckpointFile, IsATorchSaveArchiveOfHeaderAndStateThatRoundTrips) {
+  const std::string bytes = EncodeCheckpointFile("{\"a\": 1}", SomeState());
+  EXPECT_EQ(bytes.rfind("PK\x03\x04", 0), 0u) << "a zip archive, as torch.save writes";
   const CheckpointFileContents back = DecodeCheckpointFile(bytes, "x.ckpt");
   EXPECT_EQ(back.header, "{\"a\": 1}");
-  EXPECT_EQ(back.payload, std::string("\0\1\2payload", 10));
+  EXPECT_EQ(back.state.size(), 2u) << "the format's own keys are not part of the state";
+  EXPECT_TRUE(torch::equal(back.state.at("parameters").toGenericDict().at("fc.weight").toTensor(),
+                           torch::full({4, 4}, 7.0f)));
+  EXPECT_TRUE(back.state.at("optimizer").toListRef()[1].isNone());
+  EXPECT_EQ(CheckpointStateCrc32c(back.header, back.state), CheckpointStateCrc32c("{\"a\": 1}", SomeState()));
 }
 
 TEST(CheckpointFile, NamesThePathAndWhatIsWrong) {
-  const std::string bytes = EncodeCheckpointFile({"{}", "some tensors"});
+  const std::string bytes = EncodeCheckpointFile("{}", SomeState());
   const auto decode = [](const std::string& b) { return BadInputMessage([&] { DecodeCheckpointFile(b, "run/c.ckpt"); }); };
 
   const std::string truncated = decode(bytes.substr(0, bytes.size() - 3));
   EXPECT_TRUE(Contains(truncated, "run/c.ckpt")) << truncated;
   EXPECT_TRUE(Contains(truncated, "truncated")) << truncated;
-  EXPECT_TRUE(Contains(decode(bytes.substr(0, 20)), "truncated"));
+  EXPECT_TRUE(Contains(decode(bytes.substr(0, bytes.size() / 2)), "truncated"));
+  EXPECT_TRUE(Contains(decode(bytes.substr(0, 2)), "truncated"));
   EXPECT_TRUE(Contains(decode(""), "truncated"));
 
+  // A byte of the tensor 7.0f (0x40e00000) changed in place: the archive still reads.
+  std::string flipped = bytes;
+  const size_t tensor = flipped.find(std::string("\x00\x00\xe0\x40\x00\x00\xe0\x40", 8));
+  ASSERT_NE(tensor, std::string::npos);
+  flipped[tensor + 2] ^= 0x10;
+  EXPECT_TRUE(Contains(decode(flipped), "CRC-32C")) << decode(flipped);
+
+  EXPECT_TRUE(Contains(decode("GIF89a, not a checkpoint at all"), "not an mgpu checkpoint"));
+  EXPECT_TRUE(Contains(decode(WriteTorchArchive(torch::ones({2}))), "not of a dict"));
+  c10::impl::GenericDict foreign(c10::StringType::get(), c10::AnyType::get());
+  foreign.insert("state_dict", torch::ones({2}));
+  EXPECT_TRUE(Contains(decode(WriteTorchArchive(foreign)), "has no 'format'")) << decode(WriteTorchArchive(foreign));
+  foreign.insert("format", std::string("mgpu-checkpoint"));
+  foreign.insert("format_version", int64_t{9});
+  EXPECT_TRUE(Contains(decode(WriteTorchArchive(foreign)), "format version 9")) << decode(WriteTorchArchive(foreign));
+}
+
+TEST(CheckpointFile, Version1FilesAreStillRead) {
+  const CheckpointFileContents contents = DecodeCheckpointFile(Version1Checkpoint(), "old.ckpt");
+  EXPECT_EQ(nlohmann::json::parse(contents.header)["format"], "mgpu-checkpoint");
+  EXPECT_TRUE(contents.state.contains("parameters"));
+  EXPECT_TRUE(contents.state.contains("optimizer"));
+}
+
+// The corpus' checkpoints, of both formats, resume tests/fuzz's run (a LeNet on 1x16x16 images of
+// two classes, SGD): format 1 files written before format 2 still continue their runs.
+TEST(CheckpointFile, BothFormatsRestoreTheRunTheyWereWrittenBy) {
+  for (const std::string name : {"lenet-sgd.ckpt", "lenet-sgd-v2.ckpt"}) {
+    SCOPED_TRACE(name);
+    auto model = MakeModel("lenet", ModelShape{1, 2, 16, 16});
+    OptimizerOptions sgd;
+    sgd.kind = "sgd";
+    FusedOptimizer optimizer(model->parameters(), sgd);
+    GradScaler scaler(ParseLossScaling("dynamic"), torch::kCPU);
+    LrScheduler scheduler(SchedulerOptions{});
+    TrainConfig config;
+    config.model = "lenet";
+    config.optimizer = "sgd";
+    TrainingParts parts{*model, optimizer, scaler, scheduler, torch::kCPU};
+    const std::string path = std::string(MGPU_SOURCE_DIR) + "/tests/fuzz/corpus/checkpoint/" + name;
+    const TrainingPosition position = RestoreCheckpoint(path, CheckpointIdentity::Of(config, 1, *model), parts);
+    EXPECT_GE(position.step, 0);
+  }
+}
+
+TEST(CheckpointFile, Version1DamageIsNamed) {
+  const std::string bytes = Version1Checkpoint();
+  const auto decode = [](const std::string& b) { return BadInputMessage([&] { DecodeCheckpointFile(b, "run/c.ckpt"); }); };
+  EXPECT_TRUE(Contains(decode(bytes.substr(0, bytes.size() - 3)), "truncated"));
+  EXPECT_TRUE(Contains(decode(bytes.substr(0, 20)), "truncated"));
   std::string flipped = bytes;
   flipped[flipped.size() - 2] ^= 0x10;
   EXPECT_TRUE(Contains(decode(flipped), "CRC-32C")) << decode(flipped);
-
   EXPECT_TRUE(Contains(decode(bytes + "x"), "after the announced end"));
-  EXPECT_TRUE(Contains(decode("PK\3\4 a zip file, not a checkpoint at all"), "not an mgpu checkpoint"));
   std::string future = bytes;
   future[8] = 9;
   EXPECT_TRUE(Contains(decode(future), "format version 9")) << decode(future);
@@ -214,13 +285,10 @@ class ForgedCheckpoint : public ::testing::Test {
   std::string path() const { return dir_ / "c.ckpt"; }
 
   void Forge(const std::function<void(nlohmann::json& header, c10::impl::GenericDict& payload)>& edit) {
-    const CheckpointFileContents contents = DecodeCheckpointFile(ReadFile(path()), path());
+    CheckpointFileContents contents = DecodeCheckpointFile(ReadFile(path()), path());
     nlohmann::json header = nlohmann::json::parse(contents.header);
-    const c10::IValue loaded = torch::pickle_load(std::vector<char>(contents.payload.begin(), contents.payload.end()));
-    c10::impl::GenericDict payload = loaded.toGenericDict();
-    edit(header, payload);
-    const std::vector<char> pickled = torch::pickle_save(loaded);
-    WriteFileAtomically(path(), EncodeCheckpointFile({header.dump(), std::string(pickled.begin(), pickled.end())}));
+    edit(header, contents.state);
+    WriteFileAtomically(path(), EncodeCheckpointFile(header.dump(), contents.state));
   }
   void ForgeParameter(const std::string& name, const torch::Tensor& value) {
     Forge([&](nlohmann::json&, c10::impl::GenericDict& payload) {
@@ -229,8 +297,7 @@ class ForgedCheckpoint : public ::testing::Test {
   }
   torch::Tensor StoredParameter(const std::string& name) {
     const CheckpointFileContents contents = DecodeCheckpointFile(ReadFile(path()), path());
-    const c10::IValue loaded = torch::pickle_load(std::vector<char>(contents.payload.begin(), contents.payload.end()));
-    return loaded.toGenericDict().at("parameters").toGenericDict().at(name).toTensor();
+    return contents.state.at("parameters").toGenericDict().at(name).toTensor();
   }
 
   // Restores into a fresh LeNet; expects BadInputError naming the file, and that nothing of the
@@ -422,35 +489,46 @@ std::string FuzzCorpusPayload(const std::string& name) {
   return input.substr(input.find('\0') + 1);
 }
 
-TEST(CheckpointPayload, ARecordReachingPastTheArchiveIsRefusedNotReadOutOfBounds) {
+TEST(TorchArchive, ARecordReachingPastTheArchiveIsRefusedNotReadOutOfBounds) {
   try {
-    LoadCheckpointPayload(FuzzCorpusPayload("libtorch-zip-overread"), "x.ckpt");
+    ReadTorchArchive(FuzzCorpusPayload("libtorch-zip-overread"), "x.ckpt");
     FAIL() << "accepted";
   } catch (const BadInputError& e) {
     EXPECT_NE(std::string(e.what()).find("checkpoint x.ckpt:"), std::string::npos) << e.what();
   }
 }
 
-TEST(CheckpointPayload, APickleStringDeclaringMoreThanThePickleIsRefusedBeforeAnyAllocation) {
+TEST(TorchArchive, APickleStringDeclaringMoreThanThePickleIsRefusedBeforeAnyAllocation) {
   try {
-    LoadCheckpointPayload(FuzzCorpusPayload("libtorch-unpickler-reserve"), "x.ckpt");
+    ReadTorchArchive(FuzzCorpusPayload("libtorch-unpickler-reserve"), "x.ckpt");
     FAIL() << "accepted";
   } catch (const BadInputError& e) {
     EXPECT_NE(std::string(e.what()).find("declares"), std::string::npos) << e.what();
   }
 }
 
-TEST(CheckpointPayload, WhatTorchPickleSaveWroteLoadsBack) {
+TEST(TorchArchive, WhatTorchPickleSaveWroteLoadsBack) {
   c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
   dict.insert("weights", torch::arange(6, torch::kFloat32).reshape({2, 3}));
   dict.insert("steps", int64_t{1} << 40);
   dict.insert("name", std::string(300, 'n'));
   const std::vector<char> saved = torch::pickle_save(c10::IValue(dict));
-  const c10::IValue loaded = LoadCheckpointPayload(std::string(saved.begin(), saved.end()), "x.ckpt");
+  const c10::IValue loaded = ReadTorchArchive(std::string(saved.begin(), saved.end()), "x.ckpt");
   const c10::impl::GenericDict back = loaded.toGenericDict();
   EXPECT_TRUE(torch::equal(back.at("weights").toTensor(), torch::arange(6, torch::kFloat32).reshape({2, 3})));
   EXPECT_EQ(back.at("steps").toInt(), int64_t{1} << 40);
   EXPECT_EQ(back.at("name").toStringRef(), std::string(300, 'n'));
+}
+
+TEST(TorchArchive, WhatItWritesHasNoTypeTagAndLoadsBack) {
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+  dict.insert("weights", torch::arange(6, torch::kFloat32).reshape({2, 3}));
+  dict.insert("format_version", int64_t{2});
+  const std::string archive = WriteTorchArchive(dict);
+  EXPECT_EQ(archive.find("restore_type_tag"), std::string::npos) << "torch.load(weights_only=True) refuses the tag";
+  const c10::impl::GenericDict back = ReadTorchArchive(archive, "x.ckpt").toGenericDict();
+  EXPECT_TRUE(torch::equal(back.at("weights").toTensor(), torch::arange(6, torch::kFloat32).reshape({2, 3})));
+  EXPECT_EQ(back.at("format_version").toInt(), 2);
 }
 
 }  // namespace

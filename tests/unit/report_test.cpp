@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "common/real.h"
-#include "report/crc32c.h"
+#include "common/crc32c.h"
 #include "report/csv_writer.h"
 #include "report/tensorboard_writer.h"
 #include "tensorboard/event.pb.h"
@@ -22,6 +22,12 @@ using testing::TempDir;
 TEST(Crc32c, MatchesTheStandardCheckValue) {
   EXPECT_EQ(Crc32c("123456789", 9), 0xe3069283u);
   EXPECT_EQ(Crc32c("", 0), 0u);
+}
+
+TEST(Crc32c, ExtendsOverPiecesAsOverTheWhole) {
+  EXPECT_EQ(Crc32cExtend(Crc32c("1234", 4), "56789", 5), 0xe3069283u);
+  EXPECT_EQ(Crc32cExtend(0, "123456789", 9), 0xe3069283u);
+  EXPECT_EQ(Crc32cExtend(Crc32c("123456789", 9), "", 0), 0xe3069283u);
 }
 
 uint64_t LittleEndian(const std::string& bytes, size_t offset, int width) {

@@ -1,4 +1,4 @@
-#include "report/crc32c.h"
+#include "common/crc32c.h"
 
 #include <array>
 
@@ -20,13 +20,15 @@ std::array<uint32_t, 256> MakeTable() {
 
 }  // namespace
 
-uint32_t Crc32c(const void* data, size_t size) {
+uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t size) {
   static const std::array<uint32_t, 256> table = MakeTable();
   const auto* bytes = static_cast<const uint8_t*>(data);
-  uint32_t crc = 0xffffffffu;
+  crc ^= 0xffffffffu;
   for (size_t i = 0; i < size; ++i) crc = table[(crc ^ bytes[i]) & 0xffu] ^ (crc >> 8);
   return crc ^ 0xffffffffu;
 }
+
+uint32_t Crc32c(const void* data, size_t size) { return Crc32cExtend(0, data, size); }
 
 uint32_t MaskedCrc32c(const void* data, size_t size) {
   const uint32_t crc = Crc32c(data, size);

@@ -1,4 +1,4 @@
-#include "worker/checkpoint_payload.h"
+#include "worker/torch_archive.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -10,7 +10,9 @@
 #include <caffe2/serialize/inline_container.h>
 #include <caffe2/serialize/read_adapter_interface.h>
 #include <fmt/format.h>
+#include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/import_read.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 
 #include "common/status.h"
 
@@ -107,7 +109,25 @@ void CheckPickle(const std::string& pickle, const std::string& path) {
 
 }  // namespace
 
-c10::IValue LoadCheckpointPayload(const std::string& payload, const std::string& path) {
+std::string WriteTorchArchive(const c10::IValue& value) {
+  std::string pickle;
+  torch::jit::Pickler pickler([&](const char* bytes, size_t size) { pickle.append(bytes, size); },
+                              /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
+                              /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+  std::string archive;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t size) {
+    archive.append(static_cast<const char*>(bytes), size);
+    return size;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(), writer);
+  writer.writeEndOfFile();
+  return archive;
+}
+
+c10::IValue ReadTorchArchive(const std::string& payload, const std::string& path) {
   try {
     caffe2::serialize::PyTorchStreamReader reader(std::make_shared<BoundedReadAdapter>(payload));
     for (const std::string& record : reader.getAllRecords()) {
