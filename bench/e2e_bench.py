@@ -5,7 +5,7 @@ every GPU of the host.
 
     python3 bench/e2e_bench.py --build BUILD [--out DIR] [--models resnet50,resnet18] [--worlds 1,N]
         [--workers W] [--data-dir DIR] [--images 40000] [--bench-python PY] [--run-timeout S]
-        [--mgpu-flags "..."]
+        [--mgpu-flags "..."] [--e2e-flags "..."]
 
 Data: a folder of --images JPEGs from bench/make_jpeg_folder.py, made once and kept in
 --data-dir (default $MGPU_CACHE/bench-e2e/jpeg-<images>, MGPU_CACHE defaulting to ~/.cache/mgpu),
@@ -134,7 +134,7 @@ def mgpu_rows(args, model, world, workers):
     if world > 1:
         common += ["--mode", "ddp", "--backend", "nccl"]
     stream = ["--dataset", "imagefolder", "--data-dir", args.data_dir, "--data-loading", "stream", "--augment",
-              "rrc-flip", "--resize", "224", "--image-size", "224"]
+              "rrc-flip", "--resize", "224", "--image-size", "224", *args.e2e_flags.split()]
     synthetic = ["--dataset", "synthetic", "--image-size", "224", "--synthetic-test", "256",
                  "--synthetic-train", str(BATCH * world * (WARMUP + LONG + 1))]
     rows = {}
@@ -228,6 +228,8 @@ def main():
     parser.add_argument("--run-timeout", type=int, default=240, help="seconds one process may take")
     parser.add_argument("--mgpu-flags", default="", help="extra mgpu-worker flags for every mgpu row, e.g. "
                         "'--cuda-graphs true'")
+    parser.add_argument("--e2e-flags", default="", help="extra mgpu-worker flags for the rows from JPEGs only "
+                        "(not the synthetic one), e.g. '--decode gpu'")
     args = parser.parse_args()
     models = args.models.split(",")
     if not set(models) <= {"resnet50", "resnet18"}:
@@ -276,7 +278,8 @@ def main():
             print(json.dumps(row), flush=True)
     meta = {"date": datetime.date.today().isoformat(), "host": platform.node(), "gpu": torch.cuda.get_device_name(0),
             "gpus": gpus, "cores": cores, "torch": torch.__version__, "images": args.images,
-            "data_dir": args.data_dir, "mgpu_flags": args.mgpu_flags, "command": " ".join(sys.argv),
+            "data_dir": args.data_dir, "mgpu_flags": args.mgpu_flags, "e2e_flags": args.e2e_flags,
+            "command": " ".join(sys.argv),
             "steps": {"warmup": WARMUP, "short": SHORT, "long": LONG, "batch_per_gpu": BATCH}}
     with open(os.path.join(args.out, "e2e-bench.json"), "w") as f:
         json.dump({"meta": meta, "e2e": rows}, f, indent=2)

@@ -31,7 +31,7 @@ done
 mv "$rows" "$OUT/gpu-decode.jsonl"
 if [ -f "$HERE/e2e_bench.py" ]; then
   "$PYTHON" "$HERE/e2e_bench.py" --build "$BUILD" --out "$OUT/e2e-resnet18-w4" --models resnet18 --workers 4 \
-    --mgpu-flags "--decode gpu" --run-timeout 240
+    --e2e-flags "--decode gpu" --run-timeout 240
   "$PYTHON" "$HERE/e2e_bench.py" --build "$BUILD" --out "$OUT/e2e-resnet50-w2" --models resnet50 --workers 2 \
-    --mgpu-flags "--decode gpu" --run-timeout 240
+    --e2e-flags "--decode gpu" --run-timeout 240
 fi
