@@ -6,7 +6,7 @@
 #include <torch/nn/parallel/data_parallel.h>
 
 #include "common/status.h"
-#include "dataparallel/device_memory.h"
+#include "cuda/device_memory.h"
 #include "dataparallel/dp_devices.h"
 
 namespace mgpu {

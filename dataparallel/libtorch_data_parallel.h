@@ -16,7 +16,7 @@
 #include <memory>
 
 #include "dataparallel/data_parallel.h"
-#include "dataparallel/device_timer.h"
+#include "cuda/device_timer.h"
 
 namespace mgpu {
 

@@ -32,9 +32,9 @@
 #include <mutex>
 #include <vector>
 
-#include "dataparallel/captured_graph.h"
+#include "cuda/captured_graph.h"
 #include "dataparallel/data_parallel.h"
-#include "dataparallel/device_timer.h"
+#include "cuda/device_timer.h"
 #include "ddp/flat_buffers.h"
 #include "dataparallel/replica_collectives.h"
 #include "dataparallel/replica_threads.h"

@@ -1,10 +1,10 @@
 // mgpu: the launcher, service and report tool.
-//   mgpu run [launcher flags] [worker flags...]  one job of supervised workers (launcher/run_job.h)
+//   mgpu run [launcher flags] [worker flags...]  one job of supervised workers (launcher/run/run_job.h)
 //   mgpu compare CONFIG [--quick] [--out DIR]   runs a matrix of trainings, reports them side by side
 //   mgpu demo [--quick] [--out DIR]             the embedded default comparison (configs/demo.yaml)
 //   mgpu serve [--listen ADDR] [--gpus LIST] [--state-dir DIR]   the training service
-//     (launcher/serve_command.h), and its clients mgpu submit | status | watch | cancel | logs
-//     (launcher/client_commands.h)
+//     (launcher/serve/serve_command.h), and its clients mgpu submit | status | watch | cancel | logs
+//     (launcher/serve/client_commands.h)
 #include <cstdio>
 
 #include <CLI/CLI.hpp>
@@ -12,13 +12,13 @@
 
 #include "common/files.h"
 #include "common/status.h"
-#include "launcher/client_commands.h"
-#include "launcher/compare.h"
-#include "launcher/compare_plan.h"
+#include "launcher/serve/client_commands.h"
+#include "launcher/compare/compare.h"
+#include "launcher/compare/compare_plan.h"
 #include "launcher/embedded_demo.h"
-#include "launcher/run_job.h"
-#include "launcher/run_options.h"
-#include "launcher/serve_command.h"
+#include "launcher/run/run_job.h"
+#include "launcher/run/run_options.h"
+#include "launcher/serve/serve_command.h"
 
 namespace {
 

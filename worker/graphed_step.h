@@ -37,7 +37,7 @@
 #include "amp/grad_scaler.h"
 #include "amp/precision.h"
 #include "data/device_resident_batches.h"
-#include "dataparallel/captured_graph.h"
+#include "cuda/captured_graph.h"
 #include "ddp/distributed_data_parallel.h"
 #include "models/classifier.h"
 #include "optim/fused_optimizer.h"

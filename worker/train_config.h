@@ -154,7 +154,7 @@ struct TrainConfig {
 };
 
 // What an option's value names on the file system, so that `mgpu serve` can confine every path
-// a job names (launcher/job_paths.h) without a list of options of its own.
+// a job names (launcher/serve/job_paths.h) without a list of options of its own.
 enum class PathUse {
   kNone,        // not a path
   kReads,       // a file or folder the run reads

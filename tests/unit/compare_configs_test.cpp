@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "common/files.h"
-#include "launcher/compare_plan.h"
+#include "launcher/compare/compare_plan.h"
 
 namespace mgpu {
 namespace {

@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/compare_plan.h"
-#include "launcher/comparison_report.h"
-#include "launcher/repeat_stats.h"
+#include "launcher/compare/compare_plan.h"
+#include "launcher/compare/comparison_report.h"
+#include "launcher/compare/repeat_stats.h"
 
 namespace mgpu {
 namespace {

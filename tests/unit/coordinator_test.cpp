@@ -13,9 +13,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include "coordinator/coordinator.grpc.pb.h"
-#include "launcher/coordinator_server.h"
-#include "launcher/job_state.h"
-#include "launcher/run_options.h"
+#include "launcher/run/coordinator_server.h"
+#include "launcher/run/job_state.h"
+#include "launcher/run/run_options.h"
 #include "tests/support/test_support.h"
 #include "worker/coordinator_client.h"
 

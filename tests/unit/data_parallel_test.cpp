@@ -8,7 +8,7 @@
 #include <ATen/autocast_mode.h>
 
 #include "amp/grad_scaler.h"
-#include "dataparallel/captured_graph.h"
+#include "cuda/captured_graph.h"
 #include "dataparallel/data_parallel.h"
 #include "dataparallel/dp_devices.h"
 #include "models/memory_format.h"

@@ -16,7 +16,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/files.h"
-#include "launcher/run_options.h"
+#include "launcher/run/run_options.h"
 #include "tests/support/test_support.h"
 #include "worker/command_line.h"
 

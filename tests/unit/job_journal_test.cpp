@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 
 #include "common/files.h"
-#include "launcher/job_journal.h"
+#include "launcher/serve/job_journal.h"
 #include "tests/support/test_support.h"
 
 namespace mgpu {

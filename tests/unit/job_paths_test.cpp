@@ -1,4 +1,4 @@
-// Where a job of mgpu serve may read and write (launcher/job_paths.h), as the attacks of issue 34
+// Where a job of mgpu serve may read and write (launcher/serve/job_paths.h), as the attacks of issue 34
 // tried it: every path option is checked after {out}, `..`, relative paths (from the job folder,
 // never the service's working folder) and symlinks are resolved; outputs go only to the job
 // folder and --allow-path folders; plugins need --allow-plugins and an allowed folder. Each
@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "common/files.h"
-#include "launcher/job_paths.h"
-#include "launcher/job_submission.h"
+#include "launcher/serve/job_paths.h"
+#include "launcher/serve/job_submission.h"
 #include "tests/support/test_support.h"
 
 namespace mgpu {

@@ -2,7 +2,7 @@
 // on the lowest free slots as soon as they cover it; nothing passes a job that does not fit.
 #include <gtest/gtest.h>
 
-#include "launcher/job_queue.h"
+#include "launcher/serve/job_queue.h"
 
 namespace mgpu {
 namespace {

@@ -12,7 +12,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "launcher/run_options.h"
+#include "launcher/run/run_options.h"
 #include "worker/command_line.h"
 
 #include "tests/support/fake_environment.h"

@@ -8,7 +8,7 @@
 
 #include "common/status.h"
 #include "ddp/slurm_environment.h"
-#include "launcher/run_options.h"
+#include "launcher/run/run_options.h"
 #include "tests/support/test_support.h"
 
 #include "tests/support/fake_environment.h"

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/files.h"
-#include "launcher/report_html.h"
+#include "launcher/compare/report_html.h"
 #include "tests/support/test_support.h"
 
 namespace mgpu {

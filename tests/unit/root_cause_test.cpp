@@ -1,11 +1,11 @@
-// The rule `mgpu run` blames a rank by (launcher/root_cause.h): a rank that failed on its own (a
+// The rule `mgpu run` blames a rank by (launcher/run/root_cause.h): a rank that failed on its own (a
 // signal, an error of its own) beats the ranks that only saw a peer vanish, whatever the order
 // in which the launcher heard of them; among equals the earliest wins, then the lowest rank.
 #include <gtest/gtest.h>
 
 #include <csignal>
 
-#include "launcher/root_cause.h"
+#include "launcher/run/root_cause.h"
 
 namespace mgpu {
 namespace {

@@ -5,7 +5,7 @@
 // named, with the coordinator's address, once the heartbeat timeout has passed.
 #include <gtest/gtest.h>
 
-#include "launcher/stall_report.h"
+#include "launcher/run/stall_report.h"
 
 namespace mgpu {
 namespace {

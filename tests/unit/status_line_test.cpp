@@ -1,7 +1,7 @@
-// Specification of `mgpu watch`'s status line (launcher/status_line.h).
+// Specification of `mgpu watch`'s status line (launcher/serve/status_line.h).
 #include <gtest/gtest.h>
 
-#include "launcher/status_line.h"
+#include "launcher/serve/status_line.h"
 
 namespace mgpu {
 namespace {

@@ -1,0 +1,60 @@
+// The results of a comparison: one row per run (its summary.json, or why it has none), written
+// as comparison.csv, comparison.json, report.md and report.html (launcher/compare/report_html.h), and
+// printed as a table on the terminal.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/compare/compare_plan.h"
+
+namespace mgpu {
+
+// One execution of a planned run.
+struct RunSample {
+  std::string folder;      // its output folder
+  int exit_code = 0;       // mgpu-worker's (or mgpu run's) exit code
+  nlohmann::json summary;  // its summary.json; null if it wrote none
+};
+
+// A planned run as reported: the execution that stands for it, and every repeat (`mgpu compare
+// --repeat N`). The one that stands for it is the first failed repeat if any failed, else the
+// repeat of median throughput (launcher/compare/repeat_stats.h).
+struct ComparisonRow {
+  ComparisonRow() = default;
+  // A row of one run, with no repeats recorded.
+  ComparisonRow(std::string name, std::string folder, int exit_code, nlohmann::json summary)
+      : name(std::move(name)), folder(std::move(folder)), exit_code(exit_code), summary(std::move(summary)) {}
+
+  std::string name;
+  std::string folder;        // the representative repeat's output folder
+  int exit_code = 0;         // ... its exit code
+  nlohmann::json summary;    // ... its summary.json; null if it wrote none
+  std::vector<RunSample> samples;  // every repeat, in the order they ran (empty: the row alone)
+};
+
+// Appends `sample` to `row` and makes the row's folder, exit code and summary those of the repeat
+// that now stands for it.
+void AddSample(ComparisonRow& row, RunSample sample);
+
+// Training throughput of a summary: the last epoch's images/s; NaN when there is none.
+double SummaryImagesPerSecond(const nlohmann::json& summary);
+
+// Whether the run failed: a non-zero exit code, no summary.json, or a summary whose status is not
+// "ok". Every report marks the same runs failed.
+bool RunFailed(const ComparisonRow& row);
+
+// Why the run failed: its summary's error, else its exit code (and that it wrote no summary).
+std::string RunError(const ComparisonRow& row);
+
+// Writes comparison.csv, comparison.json, report.md and report.html into `out` (atomically, so a report of
+// the runs done so far survives an interrupted comparison).
+void WriteComparison(const std::string& out, const ComparePlan& plan, const std::vector<ComparisonRow>& rows);
+
+// A fixed-width table of the rows for the terminal.
+std::string ComparisonTable(const std::vector<ComparisonRow>& rows);
+
+}  // namespace mgpu

@@ -1,0 +1,86 @@
+#include "launcher/run/coordinator_server.h"
+
+#include <fmt/format.h>
+
+#include "common/status.h"
+#include "coordinator/coordinator.grpc.pb.h"
+
+namespace mgpu {
+namespace {
+
+// Requests are small; a bound keeps a confused or hostile peer from making the launcher
+// allocate much.
+constexpr int kMaxMessageBytes = 1 << 20;
+
+}  // namespace
+
+class CoordinatorServer::Service : public coordinator::Coordinator::CallbackService {
+ public:
+  Service(JobState& state, std::string token) : state_(state), token_(std::move(token)) {}
+
+  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context, const coordinator::RegisterRequest* request,
+                                     coordinator::Assignment* reply) override {
+    return Answer(context, [&] { return state_.Register(*request, reply); });
+  }
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context, const coordinator::WorkerReport* request,
+                                      coordinator::HeartbeatReply*) override {
+    return Answer(context, [&] { return state_.Heartbeat(*request); });
+  }
+  grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const coordinator::FinishRequest* request,
+                                   coordinator::FinishReply*) override {
+    return Answer(context, [&] { return state_.Finish(*request); });
+  }
+  grpc::ServerUnaryReactor* JoinNode(grpc::CallbackServerContext* context, const coordinator::JoinNodeRequest* request,
+                                     coordinator::JoinNodeReply* reply) override {
+    return Answer(context, [&] { return state_.JoinNode(*request, reply); });
+  }
+  grpc::ServerUnaryReactor* NodeReport(grpc::CallbackServerContext* context,
+                                       const coordinator::NodeReportRequest* request,
+                                       coordinator::NodeReportReply* reply) override {
+    return Answer(context, [&] { return state_.NodeReport(*request, reply); });
+  }
+
+ private:
+  grpc::Status Authenticate(const grpc::CallbackServerContext& context) const {
+    return CheckToken(context, token_,
+                      "this coordinator requires a token: send `authorization: Bearer <token>` (workers started by "
+                      "mgpu run get it as MGPU_TOKEN; other nodes need the same --token or MGPU_TOKEN)",
+                      "wrong token: give every node the same --token (or MGPU_TOKEN)");
+  }
+
+  template <typename Body>
+  grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, Body body) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    const grpc::Status allowed = Authenticate(*context);
+    reactor->Finish(allowed.ok() ? body() : allowed);
+    return reactor;
+  }
+
+  JobState& state_;
+  std::string token_;
+};
+
+CoordinatorServer::CoordinatorServer(JobState& state, const std::string& host, int port, const ServerSecurity& security)
+    : service_(std::make_unique<Service>(state, security.token)) {
+  const std::shared_ptr<grpc::ServerCredentials> credentials = MakeServerCredentials(security);
+  const std::string listen = JoinHostPort(host, port);
+  grpc::ServerBuilder builder;
+  int selected_port = 0;
+  builder.AddListeningPort(listen, credentials, &selected_port);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  // One port, one server: without this gRPC would share a port with another process.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (!server_ || selected_port == 0) {
+    throw BadInputError(fmt::format("cannot serve the coordinator at {}: the address is taken or not of this "
+                                    "machine; pick another --coordinator-port or --master-addr", listen));
+  }
+  address_ = JoinHostPort(host, selected_port);
+}
+
+CoordinatorServer::~CoordinatorServer() {
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+}
+
+}  // namespace mgpu
