@@ -4,23 +4,13 @@
 
 #include <fmt/format.h>
 
+#include "common/split.h"
 #include "common/status.h"
 
 namespace mgpu {
 namespace {
 
 constexpr const char* kHint = "use e.g. --dp-devices cuda:0,cuda:1, --dp-devices cpu,cpu or --dp-devices auto";
-
-std::vector<std::string> SplitCommas(const std::string& text) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = text.find(',', start);
-    parts.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) return parts;
-    start = comma + 1;
-  }
-}
 
 bool AllDigits(const std::string& text) {
   return !text.empty() && text.size() < 6 && text.find_first_not_of("0123456789") == std::string::npos;
@@ -60,7 +50,7 @@ std::vector<torch::Device> ResolveDataParallelDevices(const std::string& list, c
   }
 
   std::vector<torch::Device> devices;
-  const std::vector<std::string> entries = SplitCommas(list);
+  const std::vector<std::string> entries = SplitAt(list, ',');
   for (size_t i = 0; i < entries.size(); ++i) {
     const std::string& entry = entries[i];
     if (entry.empty()) {

@@ -15,8 +15,8 @@
 
 #include <memory>
 
-#include "dataparallel/data_parallel.h"
 #include "cuda/device_timer.h"
+#include "dataparallel/data_parallel.h"
 
 namespace mgpu {
 

@@ -33,11 +33,11 @@
 #include <vector>
 
 #include "cuda/captured_graph.h"
-#include "dataparallel/data_parallel.h"
 #include "cuda/device_timer.h"
-#include "ddp/flat_buffers.h"
+#include "dataparallel/data_parallel.h"
 #include "dataparallel/replica_collectives.h"
 #include "dataparallel/replica_threads.h"
+#include "ddp/flat_buffers.h"
 
 namespace mgpu {
 

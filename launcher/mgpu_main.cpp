@@ -12,12 +12,12 @@
 
 #include "common/files.h"
 #include "common/status.h"
-#include "launcher/serve/client_commands.h"
 #include "launcher/compare/compare.h"
 #include "launcher/compare/compare_plan.h"
 #include "launcher/embedded_demo.h"
 #include "launcher/run/run_job.h"
 #include "launcher/run/run_options.h"
+#include "launcher/serve/client_commands.h"
 #include "launcher/serve/serve_command.h"
 
 namespace {

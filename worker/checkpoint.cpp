@@ -349,6 +349,9 @@ TrainingPosition RestoreCheckpoint(const std::string& path, const CheckpointIden
     TrainingPosition position = ReadPosition(header, path);
     const LrScheduler::State schedule = ReadSchedule(header, path);
     const c10::impl::GenericDict& payload = contents.state;
+    for (const char* key : {"parameters", "buffers", "optimizer", "scaler", "epoch_loss", "rng_cpu"}) {
+      if (!payload.contains(key)) throw Altered(path, fmt::format("it has no '{}'", key));
+    }
     CheckNamed(payload.at("parameters"), parts.model.named_parameters(), "parameter", path);
     CheckNamed(payload.at("buffers"), parts.model.named_buffers(), "buffer", path);
     const std::vector<torch::Tensor> optimizer_state = TensorsOf(payload.at("optimizer"));
@@ -378,6 +381,10 @@ TrainingPosition RestoreCheckpoint(const std::string& path, const CheckpointIden
     throw BadInputError(fmt::format("checkpoint {}: its header is not an mgpu checkpoint's: {}", path, e.what()));
   } catch (const c10::Error& e) {
     throw BadInputError(fmt::format("checkpoint {}: its tensors cannot be loaded: {}", path, e.what_without_backtrace()));
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {  // e.g. std::out_of_range from LibTorch's containers
+    throw BadInputError(fmt::format("checkpoint {}: its contents cannot be loaded: {}", path, e.what()));
   }
 }
 

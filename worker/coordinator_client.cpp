@@ -10,7 +10,6 @@
 
 #include <fmt/format.h>
 
-#include "common/files.h"
 #include "worker/worker_status.h"
 
 namespace mgpu {
@@ -61,17 +60,6 @@ bool Answered(const grpc::Status& status) {
 }
 
 }  // namespace
-
-std::shared_ptr<grpc::Channel> MakeCoordinatorChannel(const std::string& address, const std::string& tls_ca_file) {
-  if (tls_ca_file.empty()) return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  grpc::SslCredentialsOptions options;
-  options.pem_root_certs = ReadFile(tls_ca_file);
-  return grpc::CreateChannel(address, grpc::SslCredentials(options));
-}
-
-void AddToken(grpc::ClientContext& context, const std::string& token) {
-  if (!token.empty()) context.AddMetadata(kAuthorizationMetadata, kBearerPrefix + token);
-}
 
 std::unique_ptr<CoordinatorClient> CoordinatorClient::FromEnvironment(const EnvLookup& env) {
   const char* address = env("MGPU_COORDINATOR");

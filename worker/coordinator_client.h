@@ -22,18 +22,10 @@
 #include "common/status.h"
 #include "coordinator/coordinator.grpc.pb.h"
 #include "ddp/world.h"
+#include "rpc/channel.h"
 
 namespace mgpu {
 
-// Metadata carrying the shared token on every RPC: `authorization: Bearer <token>`.
-inline constexpr const char* kAuthorizationMetadata = "authorization";
-inline constexpr const char* kBearerPrefix = "Bearer ";
-
-// A channel to the coordinator at `address` ("host:port"): TLS when `tls_ca_file` is given (its
-// PEM is trusted), else plain TCP. Throws BadInputError if the CA file cannot be read.
-std::shared_ptr<grpc::Channel> MakeCoordinatorChannel(const std::string& address, const std::string& tls_ca_file);
-// Adds the token (if any) to a call.
-void AddToken(grpc::ClientContext& context, const std::string& token);
 
 class CoordinatorClient {
  public:

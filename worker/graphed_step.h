@@ -36,8 +36,8 @@
 
 #include "amp/grad_scaler.h"
 #include "amp/precision.h"
-#include "data/device_resident_batches.h"
 #include "cuda/captured_graph.h"
+#include "data/device_resident_batches.h"
 #include "ddp/distributed_data_parallel.h"
 #include "models/classifier.h"
 #include "optim/fused_optimizer.h"

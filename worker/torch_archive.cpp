@@ -6,13 +6,14 @@
 #include <memory>
 #include <new>
 #include <stdexcept>
+#include <unordered_map>
 
 #include <caffe2/serialize/inline_container.h>
 #include <caffe2/serialize/read_adapter_interface.h>
 #include <fmt/format.h>
 #include <torch/csrc/jit/serialization/export.h>
-#include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/csrc/jit/serialization/pickler.h>
+#include <torch/csrc/jit/serialization/unpickler.h>
 
 #include "common/status.h"
 
@@ -107,6 +108,56 @@ void CheckPickle(const std::string& pickle, const std::string& path) {
   refuse(pickle.size(), "it has no STOP opcode");
 }
 
+// No archive mgpu writes nests containers deeper than this (a dict of dicts of tensors is 2).
+constexpr int kMaxNesting = 8;
+
+// The bytes of each storage record the unpickler read, by the address of its buffer.
+using RecordSizes = std::unordered_map<const void*, size_t>;
+
+// The unpickler rebuilds a tensor from the element count, storage offset, sizes and strides the
+// pickle declares, without checking them against the storage's record: reading such a tensor
+// reads past its buffer. Refuses negative ones and any element beyond the record.
+void CheckFitsStorage(const at::Tensor& tensor, const RecordSizes& record_sizes, const std::string& path) {
+  if (!tensor.defined()) return;
+  const auto refuse = [&](const std::string& why) {
+    throw BadInputError(fmt::format("checkpoint {}: its tensor archive holds a tensor of shape [{}] that {}; the file "
+                                    "was altered",
+                                    path, fmt::join(tensor.sizes(), "x"), why));
+  };
+  if (tensor.storage_offset() < 0) refuse("starts before its storage");
+  __int128 last = tensor.storage_offset();  // the last element's index in the storage
+  for (int64_t d = 0; d < tensor.dim(); ++d) {
+    if (tensor.size(d) < 0 || tensor.stride(d) < 0) refuse("declares a negative size or stride");
+    if (tensor.size(d) == 0) return;  // no element at all
+    last += static_cast<__int128>(tensor.size(d) - 1) * tensor.stride(d);
+  }
+  const __int128 bytes = (last + 1) * static_cast<__int128>(tensor.element_size());
+  const auto record = record_sizes.find(tensor.storage() ? tensor.storage().data() : nullptr);
+  const size_t stored = record == record_sizes.end() ? 0 : std::min(record->second, tensor.storage().nbytes());
+  if (bytes > static_cast<__int128>(stored)) refuse(fmt::format("reaches past its storage of {} bytes", stored));
+}
+
+// Every tensor in `value` (dicts, lists and tuples of them, at most kMaxNesting deep) fits its storage.
+void CheckValues(const c10::IValue& value, int depth, const RecordSizes& record_sizes, const std::string& path) {
+  if (depth > kMaxNesting) {
+    throw BadInputError(fmt::format("checkpoint {}: its tensor archive nests containers deeper than {}; the file was "
+                                    "altered or is not an mgpu checkpoint",
+                                    path, kMaxNesting));
+  }
+  if (value.isTensor()) {
+    CheckFitsStorage(value.toTensor(), record_sizes, path);
+  } else if (value.isList()) {
+    for (const c10::IValue& item : value.toListRef()) CheckValues(item, depth + 1, record_sizes, path);
+  } else if (value.isGenericDict()) {
+    for (const auto& entry : value.toGenericDict()) {
+      CheckValues(entry.key(), depth + 1, record_sizes, path);
+      CheckValues(entry.value(), depth + 1, record_sizes, path);
+    }
+  } else if (value.isTuple()) {
+    for (const c10::IValue& item : value.toTupleRef().elements()) CheckValues(item, depth + 1, record_sizes, path);
+  }
+}
+
 }  // namespace
 
 std::string WriteTorchArchive(const c10::IValue& value) {
@@ -141,8 +192,30 @@ c10::IValue ReadTorchArchive(const std::string& payload, const std::string& path
       throw BadInputError(fmt::format("checkpoint {}: its tensor archive has no data.pkl; the file was altered", path));
     }
     const auto [pickle_data, pickle_size] = reader.getRecord("data.pkl");
-    CheckPickle(std::string(static_cast<const char*>(pickle_data.get()), pickle_size), path);
-    return torch::jit::readArchiveAndTensors("data", "", "", std::nullopt, std::nullopt, std::nullopt, reader);
+    const std::string pickle(static_cast<const char*>(pickle_data.get()), pickle_size);
+    CheckPickle(pickle, path);
+    // As torch::jit::readArchiveAndTensors, remembering each storage record's size: the unpickler
+    // sizes a storage by the element count the pickle declares, not by its record.
+    RecordSizes record_sizes;
+    size_t read = 0;
+    torch::jit::Unpickler unpickler(
+        [&](char* buffer, size_t length) {
+          length = std::min(length, pickle.size() - read);
+          std::memcpy(buffer, pickle.data() + read, length);
+          read += length;
+          return length;
+        },
+        nullptr, nullptr,
+        [&](const std::string& name) {
+          auto [data, size] = reader.getRecord("data/" + name);
+          record_sizes[data.get()] = size;
+          return std::move(data);
+        },
+        std::nullopt);
+    unpickler.set_version(reader.version());
+    c10::IValue object = unpickler.parse_ivalue();
+    CheckValues(object, 0, record_sizes, path);
+    return object;
   } catch (const c10::Error& e) {
     throw BadInputError(fmt::format("checkpoint {}: its tensors cannot be loaded: {}", path, e.what_without_backtrace()));
   } catch (const std::bad_alloc&) {
@@ -150,6 +223,11 @@ c10::IValue ReadTorchArchive(const std::string& payload, const std::string& path
                                     "altered", path));
   } catch (const std::length_error& e) {
     throw BadInputError(fmt::format("checkpoint {}: its tensor archive declares an impossible size ({})", path, e.what()));
+  } catch (const BadInputError&) {
+    throw;
+  } catch (const std::exception& e) {
+    // The type-tag parser and others LibTorch's unpickler calls throw their own kinds.
+    throw BadInputError(fmt::format("checkpoint {}: its tensors cannot be loaded: {}", path, e.what()));
   }
 }
 

@@ -22,7 +22,8 @@ namespace mgpu {
 std::string WriteTorchArchive(const c10::IValue& value);
 
 // The archive's object. Throws mgpu::BadInputError naming `path` as a checkpoint and what is wrong
-// when the archive or its pickle is malformed or declares more than it holds.
+// when the archive or its pickle is malformed or declares more than it holds, a tensor's view
+// reaches outside its storage, or containers nest deeper than any mgpu archive's.
 c10::IValue ReadTorchArchive(const std::string& archive, const std::string& path);
 
 }  // namespace mgpu

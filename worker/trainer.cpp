@@ -14,17 +14,17 @@
 #include "common/files.h"
 #include "common/real.h"
 #include "common/status.h"
+#include "cuda/captured_graph.h"
+#include "cuda/device_memory.h"
 #include "data/batch_loader.h"
-#include "data/device_prefetcher.h"
-#include "data/device_resident_batches.h"
 #include "data/datasets.h"
 #include "data/decode_mode.h"
+#include "data/device_prefetcher.h"
+#include "data/device_resident_batches.h"
 #include "data/gpu_jpeg_batches.h"
-#include "data/streaming_images.h"
 #include "data/image_dataset.h"
-#include "cuda/captured_graph.h"
+#include "data/streaming_images.h"
 #include "dataparallel/data_parallel.h"
-#include "cuda/device_memory.h"
 #include "dataparallel/dp_devices.h"
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/distributed_sampler.h"
@@ -40,9 +40,10 @@
 #include "worker/memory_snapshot.h"
 #include "worker/progress.h"
 #include "worker/state_dict_export.h"
+#include "worker/step_runner.h"
 #include "worker/step_timeline.h"
-#include "worker/test_faults.h"
 #include "worker/stop_signal.h"
+#include "worker/test_faults.h"
 #include "worker/trace_profiler.h"
 #include "worker/worker_status.h"
 
@@ -418,6 +419,11 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
                                                  skip_nonfinite, device, replicated.get());
   }
 
+  const StepParts step_parts{*model, optimizer, scaler, precision, config.label_smoothing, config.grad_accum,
+                             config.grad_clip, faults};
+  const std::unique_ptr<StepRunner> runner =
+      MakeStepRunner(step_parts, graphed.get(), data_parallel.get(), replicated.get());
+
   DistributedSampler sampler(data.train->size(), world.rank, world.world_size, /*shuffle=*/true, config.seed);
   std::optional<BatchLoader> loader;      // host batches, unless the data set lives on the device
   std::unique_ptr<BatchSource> batches;  // batches on the training device (--mode dp: on the host)
@@ -644,43 +650,12 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
       // (B, C, H, W); undefined when the graphed step gathers the batch from its sample indices.
       const torch::Tensor images =
           batch->images.defined() ? ImagesInFormat(batch->images, channels_last) : batch->images;
-      const torch::Tensor& labels = batch->labels;  // (B)
       timeline.Mark(StepPhase::kInput);
-      if (micro % config.grad_accum == 0 && !graphed) {
-        if (replicated) {
-          replicated->ZeroGrad();
-        } else {
-          optimizer.ZeroGrad();
-        }
-      }
-      if (replicated && !graphed) replicated->PrepareForward();
-      torch::Tensor loss;
-      {
-        std::optional<DistributedDataParallel::NoSync> accumulate_locally;
-        if (replicated && !last_micro) accumulate_locally.emplace(*replicated);
-        if (graphed) {
-          // Forward, backward and the optimizer step in one graph launch: its time counts as backward.
-          loss = batch->sample_indices.defined() ? graphed->StepOnSamples(batch->sample_indices)
-                                                 : graphed->Step(images, labels);
-          timeline.Mark(StepPhase::kBackward);
-        } else if (data_parallel) {
-          // Forward and backward run on every replica's thread; dp_timing has them per device.
-          loss = data_parallel->ForwardBackward(images, labels, scaler, 1.0 / static_cast<double>(config.grad_accum));
-          timeline.Mark(StepPhase::kBackward);
-        } else {
-          // float32 logits, so the loss is float32 under every policy (GradScaler::Scale needs it).
-          loss = torch::nn::functional::cross_entropy(
-              PolicyForward(*model, images, precision), labels,
-              torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(config.label_smoothing));  // ()
-          loss = faults.PoisonLoss(step + 1, loss);
-          timeline.Mark(StepPhase::kForward);
-          scaler.Scale(config.grad_accum > 1 ? loss / static_cast<double>(config.grad_accum) : loss).backward();
-          timeline.Mark(StepPhase::kBackward);
-        }
-      }
+      const torch::Tensor loss = runner->MicroBatch(*batch, images, micro % config.grad_accum == 0, last_micro,
+                                                    step + 1, timeline);
       const int64_t batch_images = batch->size();
       if (skip_nonfinite) {
-        if (!graphed) {  // the graphed step skipped a non-finite loss and summed a finite one itself
+        if (!runner->SumsLosses()) {  // the graphed step skipped a non-finite loss and summed a finite one itself
           const torch::Tensor loss_nonfinite = loss.detach().isfinite().logical_not();  // () bool
           step_nonfinite = step_nonfinite.defined() ? step_nonfinite.logical_or(loss_nonfinite) : loss_nonfinite;
           loss_sum.add_(loss.detach().masked_fill(loss_nonfinite, 0), static_cast<double>(batch_images));
@@ -690,7 +665,7 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
         window_losses.losses.push_back(loss.detach());
         window_losses.steps.push_back(step + 1);
         if (scaler.enabled()) window_losses.scales.push_back(scaler.scale_tensor().clone());
-        if (!graphed) {  // the graphed step summed its loss itself
+        if (!runner->SumsLosses()) {
           loss_sum.add_(loss.detach(), static_cast<double>(batch_images));
           loss_images.add_(static_cast<double>(batch_images));
         }
@@ -700,23 +675,7 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
       ++micro;
       if (!last_micro) continue;
       faults.AfterBackward(step + 1, world.rank);
-
-      // DDP has averaged the gradients, so every rank sees the same non-finite gradients and
-      // skips the same steps; a rank's own non-finite loss also poisons the average.
-      if (replicated && !graphed) {
-        replicated->FinishBackward();
-        timeline.Mark(StepPhase::kExposedComm);
-      }
-      if (config.grad_clip > 0) {
-        scaler.Unscale(optimizer);
-        optimizer.ClipGradNorm(config.grad_clip);
-      }
-      if (!graphed) {  // the graph stepped already
-        scaler.Step(optimizer, step_nonfinite);
-        scaler.Update();
-      }
-      if (data_parallel) data_parallel->SyncReplicas();
-      timeline.Mark(StepPhase::kOptimizer);  // with --mode dp, the broadcast to the replicas included
+      runner->FinishStep(step_nonfinite, timeline);
       step_nonfinite = torch::Tensor();
       ++step;
       ++epoch_steps;

@@ -1,9 +1,7 @@
 #include "launcher/run/coordinator_server.h"
 
-#include <fmt/format.h>
-
-#include "common/status.h"
 #include "coordinator/coordinator.grpc.pb.h"
+#include "rpc/grpc_server.h"
 
 namespace mgpu {
 namespace {
@@ -62,21 +60,10 @@ class CoordinatorServer::Service : public coordinator::Coordinator::CallbackServ
 
 CoordinatorServer::CoordinatorServer(JobState& state, const std::string& host, int port, const ServerSecurity& security)
     : service_(std::make_unique<Service>(state, security.token)) {
-  const std::shared_ptr<grpc::ServerCredentials> credentials = MakeServerCredentials(security);
-  const std::string listen = JoinHostPort(host, port);
-  grpc::ServerBuilder builder;
-  int selected_port = 0;
-  builder.AddListeningPort(listen, credentials, &selected_port);
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  // One port, one server: without this gRPC would share a port with another process.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.RegisterService(service_.get());
-  server_ = builder.BuildAndStart();
-  if (!server_ || selected_port == 0) {
-    throw BadInputError(fmt::format("cannot serve the coordinator at {}: the address is taken or not of this "
-                                    "machine; pick another --coordinator-port or --master-addr", listen));
-  }
-  address_ = JoinHostPort(host, selected_port);
+  StartedServer started = StartGrpcServer(*service_, host, port, security, kMaxMessageBytes,
+                                          "pick another --coordinator-port or --master-addr");
+  server_ = std::move(started.server);
+  address_ = JoinHostPort(host, started.port);
 }
 
 CoordinatorServer::~CoordinatorServer() {

@@ -10,7 +10,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "launcher/run/job_state.h"
-#include "launcher/server_security.h"
+#include "rpc/server_security.h"
 
 namespace mgpu {
 

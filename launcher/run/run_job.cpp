@@ -15,16 +15,17 @@
 
 #include "common/files.h"
 #include "common/status.h"
+#include "coordinator/coordinator.grpc.pb.h"
 #include "launcher/child_process.h"
+#include "launcher/net.h"
 #include "launcher/run/coordinator_server.h"
 #include "launcher/run/job_state.h"
 #include "launcher/run/job_summary.h"
-#include "launcher/net.h"
 #include "launcher/run/root_cause.h"
 #include "launcher/run/stall_report.h"
 #include "launcher/run/worker_group.h"
+#include "rpc/channel.h"
 #include "worker/command_line.h"
-#include "worker/coordinator_client.h"
 #include "worker/stop_signal.h"
 
 extern char** environ;

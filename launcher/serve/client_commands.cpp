@@ -17,12 +17,12 @@
 #include "common/real.h"
 #include "common/status.h"
 #include "launcher/serve/serve_options.h"
-#include "launcher/server_security.h"
 #include "launcher/serve/status_line.h"
 #include "launcher/serve/subcommand_args.h"
 #include "launcher/serve/utf8_text.h"
+#include "rpc/channel.h"
+#include "rpc/server_security.h"
 #include "service/job_service.grpc.pb.h"
-#include "worker/coordinator_client.h"
 
 namespace mgpu {
 namespace {

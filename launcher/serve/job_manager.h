@@ -29,11 +29,11 @@
 #include <grpcpp/support/status.h>
 
 #include "coordinator/coordinator.pb.h"
+#include "launcher/run/job_state.h"
+#include "launcher/run/worker_group.h"
 #include "launcher/serve/job_journal.h"
 #include "launcher/serve/job_paths.h"
-#include "launcher/run/job_state.h"
 #include "launcher/serve/serve_options.h"
-#include "launcher/run/worker_group.h"
 #include "service/job_service.pb.h"
 
 namespace mgpu {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/files.h"
+#include "common/split.h"
 
 namespace mgpu {
 namespace {
@@ -19,17 +20,6 @@ std::string ReadRange(int fd, off_t offset, size_t size) {
   const ssize_t n = ::pread(fd, bytes.data(), size, offset);
   bytes.resize(n > 0 ? static_cast<size_t>(n) : 0);
   return bytes;
-}
-
-std::vector<std::string> SplitCsvLine(const std::string& line) {
-  std::vector<std::string> cells;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = line.find(',', start);
-    cells.push_back(line.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) return cells;
-    start = comma + 1;
-  }
 }
 
 int Column(const std::vector<std::string>& header, const std::string& name) {
@@ -52,7 +42,7 @@ std::optional<JobProgress> ReadProgress(const std::string& run_folder) {
   ::close(fd);
   const size_t header_end = head.find('\n');
   if (header_end == std::string::npos) return std::nullopt;
-  const std::vector<std::string> header = SplitCsvLine(head.substr(0, header_end));
+  const std::vector<std::string> header = SplitAt(head.substr(0, header_end), ',');
   const int step = Column(header, "step"), epoch = Column(header, "epoch"), loss = Column(header, "loss"),
             speed = Column(header, "images_per_second");
   if (step < 0 || epoch < 0 || loss < 0 || speed < 0) return std::nullopt;
@@ -65,7 +55,7 @@ std::optional<JobProgress> ReadProgress(const std::string& run_folder) {
   if (previous == std::string::npos && tail_start > 0) return std::nullopt;  // a row longer than the tail
   const size_t line_start = previous == std::string::npos ? 0 : previous + 1;
   const std::string line = tail.substr(line_start, last_newline - line_start);
-  const std::vector<std::string> cells = SplitCsvLine(line);
+  const std::vector<std::string> cells = SplitAt(line, ',');
   if (cells.size() != header.size()) return std::nullopt;
   JobProgress progress;
   progress.step = std::strtoll(cells[static_cast<size_t>(step)].c_str(), nullptr, 10);

@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "launcher/serve/peer_socket.h"
 #include "launcher/serve/utf8_text.h"
+#include "rpc/grpc_server.h"
 #include "service/job_service.grpc.pb.h"
 
 namespace mgpu {
@@ -357,22 +358,10 @@ class JobServer::Service : public service::JobService::CallbackService {
 JobServer::JobServer(JobManager& manager, const JobEndpoints& endpoints)
     : streams_(std::make_unique<JobStreams>()),
       service_(std::make_unique<Service>(manager, *streams_, endpoints.security.token)) {
-  grpc::ServerBuilder builder;
-  int selected_port = 0;
-  const std::string listen = JoinHostPort(endpoints.tcp_host, endpoints.tcp_port);
-  if (!endpoints.tcp_host.empty()) {
-    builder.AddListeningPort(listen, MakeServerCredentials(endpoints.security), &selected_port);
-  }
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.RegisterService(service_.get());
-  server_ = builder.BuildAndStart();
-  if (!server_ || (!endpoints.tcp_host.empty() && selected_port == 0)) {
-    throw BadInputError(fmt::format("cannot serve at {}: the address is taken or not of this machine; pick another "
-                                    "--listen, or stop what holds it",
-                                    listen));
-  }
-  if (!endpoints.tcp_host.empty()) tcp_address_ = JoinHostPort(endpoints.tcp_host, selected_port);
+  StartedServer started = StartGrpcServer(*service_, endpoints.tcp_host, endpoints.tcp_port, endpoints.security,
+                                          kMaxMessageBytes, "pick another --listen, or stop what holds it");
+  server_ = std::move(started.server);
+  if (!endpoints.tcp_host.empty()) tcp_address_ = JoinHostPort(endpoints.tcp_host, started.port);
   if (!endpoints.socket_path.empty()) {
     socket_ = std::make_unique<PeerSocket>(endpoints.socket_path, endpoints.socket_uids, *server_);
   }

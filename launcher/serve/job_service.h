@@ -23,7 +23,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "launcher/serve/job_manager.h"
-#include "launcher/server_security.h"
+#include "rpc/server_security.h"
 
 namespace mgpu {
 

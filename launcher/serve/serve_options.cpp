@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/split.h"
 #include "common/status.h"
 #include "launcher/net.h"
 #include "launcher/serve/peer_socket.h"
@@ -14,17 +15,6 @@ namespace mgpu {
 namespace {
 
 constexpr int kMaxSlots = 1024;
-
-std::vector<std::string> SplitList(const std::string& text) {
-  std::vector<std::string> items;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = text.find(',', start);
-    items.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) return items;
-    start = comma + 1;
-  }
-}
 
 bool IsIndex(const std::string& text) {
   return !text.empty() && text.size() <= 4 && text.find_first_not_of("0123456789") == std::string::npos;
@@ -39,7 +29,7 @@ DeviceSlots ParseDeviceSlots(const std::string& list, int visible_gpus) {
     for (int i = 0; i < (slots.cuda ? visible_gpus : 2); ++i) slots.names.push_back(slots.cuda ? std::to_string(i) : "cpu");
     return slots;
   }
-  const std::vector<std::string> items = SplitList(list);
+  const std::vector<std::string> items = SplitAt(list, ',');
   if (items.size() > static_cast<size_t>(kMaxSlots)) {
     throw BadInputError(fmt::format("--gpus lists {} devices; at most {}", items.size(), kMaxSlots));
   }

@@ -29,9 +29,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include "common/files.h"
+#include "rpc/channel.h"
 #include "service/job_service.grpc.pb.h"
 #include "tests/support/test_support.h"
-#include "worker/coordinator_client.h"
 
 namespace mgpu {
 namespace {

@@ -318,6 +318,12 @@ class ForgedCheckpoint : public ::testing::Test {
   TrainedLeNet original_{1};
 };
 
+TEST_F(ForgedCheckpoint, AMissingStateEntryIsRefusedNamingIt) {
+  Forge([](nlohmann::json&, c10::impl::GenericDict& payload) { payload.erase("rng_cpu"); });
+  const std::string message = Refusal();
+  EXPECT_TRUE(Contains(message, "it has no 'rng_cpu'")) << message;
+}
+
 TEST_F(ForgedCheckpoint, ANegativeEpochIsRefusedNamingTheFieldAndTheRange) {
   Forge([](nlohmann::json& header, c10::impl::GenericDict&) { header["position"]["epoch"] = -123456788; });
   const std::string message = Refusal();
@@ -518,6 +524,26 @@ TEST(TorchArchive, WhatTorchPickleSaveWroteLoadsBack) {
   EXPECT_TRUE(torch::equal(back.at("weights").toTensor(), torch::arange(6, torch::kFloat32).reshape({2, 3})));
   EXPECT_EQ(back.at("steps").toInt(), int64_t{1} << 40);
   EXPECT_EQ(back.at("name").toStringRef(), std::string(300, 'n'));
+}
+
+TEST(TorchArchive, ATensorReachingPastItsStorageIsRefusedBeforeAnythingReadsIt) {
+  // Found by fuzz_checkpoint: a shape whose last element lies past the storage record.
+  try {
+    ReadTorchArchive(FuzzCorpusPayload("tensor-past-its-storage"), "x.ckpt");
+    FAIL() << "accepted";
+  } catch (const BadInputError& e) {
+    EXPECT_NE(std::string(e.what()).find("past its storage"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TorchArchive, AGarbledTypeTagIsBadInputNotAnEscapingException) {
+  // Found by fuzz_checkpoint: the unpickler's type-tag parser throws its own std::runtime_error.
+  try {
+    ReadTorchArchive(FuzzCorpusPayload("garbled-type-tag"), "x.ckpt");
+    FAIL() << "accepted";
+  } catch (const BadInputError& e) {
+    EXPECT_NE(std::string(e.what()).find("checkpoint x.ckpt:"), std::string::npos) << e.what();
+  }
 }
 
 TEST(TorchArchive, WhatItWritesHasNoTypeTagAndLoadsBack) {

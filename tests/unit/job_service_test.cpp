@@ -13,18 +13,18 @@
 #include <grpcpp/grpcpp.h>
 
 #include "common/files.h"
+#include "launcher/net.h"
 #include "launcher/serve/job_manager.h"
 #include "launcher/serve/job_outputs.h"
 #include "launcher/serve/job_service.h"
 #include "launcher/serve/job_submission.h"
-#include "launcher/net.h"
 #include "launcher/serve/peer_socket.h"
 #include "launcher/serve/serve_options.h"
-#include "launcher/server_security.h"
 #include "launcher/serve/state_dir_lock.h"
+#include "rpc/channel.h"
+#include "rpc/server_security.h"
 #include "service/job_service.grpc.pb.h"
 #include "tests/support/test_support.h"
-#include "worker/coordinator_client.h"
 
 namespace mgpu {
 namespace {

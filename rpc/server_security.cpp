@@ -1,4 +1,4 @@
-#include "launcher/server_security.h"
+#include "rpc/server_security.h"
 
 #include <sys/stat.h>
 
@@ -6,7 +6,7 @@
 
 #include "common/files.h"
 #include "common/status.h"
-#include "worker/coordinator_client.h"
+#include "rpc/channel.h"
 
 namespace mgpu {
 namespace {
