@@ -906,6 +906,17 @@ DatasetOptions DatasetOptionsFrom(const TrainConfig& config) {
                         config.synthetic_test, config.seed,         config.data_loading};
 }
 
+DdpOptions DdpOptionsFrom(const TrainConfig& config) {
+  DdpOptions options;
+  options.bucket_cap_bytes = static_cast<int64_t>(config.bucket_cap_mb * (1 << 20));
+  options.last_bucket_cap_bytes = static_cast<int64_t>(config.last_bucket_cap_mb * (1 << 20));
+  options.gradient_as_bucket_view = config.gradient_as_bucket_view;
+  options.find_unused_parameters = config.find_unused_parameters;
+  options.broadcast_buffers = config.broadcast_buffers;
+  options.compression = config.ddp_compression;
+  return options;
+}
+
 AugmentOptions AugmentOptionsFrom(const TrainConfig& config) {
   return AugmentOptions{config.augment,          config.affine_degrees,   config.affine_translate,
                         config.affine_scale_min, config.affine_scale_max, config.affine_interpolation,

@@ -15,6 +15,7 @@
 
 #include "data/augment.h"
 #include "data/datasets.h"
+#include "ddp/distributed_data_parallel.h"
 #include "optim/lr_scheduler.h"
 
 namespace mgpu {
@@ -229,6 +230,8 @@ void ValidateConfig(const TrainConfig& config);
 // The data set and augmentation options of `config` (seeded with config.seed).
 DatasetOptions DatasetOptionsFrom(const TrainConfig& config);
 AugmentOptions AugmentOptionsFrom(const TrainConfig& config);
+// DDP's bucket sizes, gradient views, unused-parameter search, buffer broadcast and compression.
+DdpOptions DdpOptionsFrom(const TrainConfig& config);
 // The lr the optimizer starts from: --lr, times global batch / 256 with --lr-scale-rule linear.
 double EffectiveLr(const TrainConfig& config);
 // The schedule of a run with `steps_per_epoch` optimizer steps per epoch (from EffectiveLr).

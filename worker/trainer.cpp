@@ -374,16 +374,7 @@ std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& wor
   summary["channels_last"] = channels_last;
   model->train();
   std::unique_ptr<DistributedDataParallel> replicated;
-  if (ddp) {
-    DdpOptions options;
-    options.bucket_cap_bytes = static_cast<int64_t>(config.bucket_cap_mb * (1 << 20));
-    options.last_bucket_cap_bytes = static_cast<int64_t>(config.last_bucket_cap_mb * (1 << 20));
-    options.gradient_as_bucket_view = config.gradient_as_bucket_view;
-    options.find_unused_parameters = config.find_unused_parameters;
-    options.broadcast_buffers = config.broadcast_buffers;
-    options.compression = config.ddp_compression;
-    replicated = std::make_unique<DistributedDataParallel>(model, *communicator, options);
-  }
+  if (ddp) replicated = std::make_unique<DistributedDataParallel>(model, *communicator, DdpOptionsFrom(config));
   std::unique_ptr<DataParallelEngine> data_parallel;  // --mode dp: replicas of `model` on more devices
   if (config.mode == "dp") {
     data_parallel = MakeDataParallel(

@@ -544,6 +544,24 @@ TEST(TrainConfig, EvalMaxSamplesIsAnOptionOfZeroOrMore) {
   EXPECT_THROW(FindTrainOption("eval-max-samples")->set(config, "-1"), BadInputError);
 }
 
+TEST(TrainConfig, DdpOptionsFollowTheirFlags) {
+  TrainConfig config;
+  FindTrainOption("bucket-cap-mb")->set(config, "4");
+  FindTrainOption("last-bucket-cap-mb")->set(config, "0.5");
+  FindTrainOption("gradient-as-bucket-view")->set(config, "false");
+  FindTrainOption("find-unused-parameters")->set(config, "true");
+  FindTrainOption("broadcast-buffers")->set(config, "false");
+  FindTrainOption("ddp-compression")->set(config, "bf16");
+  const DdpOptions options = DdpOptionsFrom(config);
+  EXPECT_EQ(options.bucket_cap_bytes, 4 << 20);
+  EXPECT_EQ(options.last_bucket_cap_bytes, 1 << 19);
+  EXPECT_FALSE(options.gradient_as_bucket_view);
+  EXPECT_TRUE(options.find_unused_parameters);
+  EXPECT_FALSE(options.broadcast_buffers);
+  EXPECT_EQ(options.compression, "bf16");
+  EXPECT_EQ(DdpOptionsFrom(TrainConfig{}).bucket_cap_bytes, DdpOptions{}.bucket_cap_bytes) << "c10d's 25 MiB";
+}
+
 TEST(TrainConfig, ChannelsLastIsAutoTrueOrFalseAndWorksInEveryMode) {
   TrainConfig config;
   EXPECT_EQ(FindTrainOption("channels-last")->get(config), "auto") << "the default";
