@@ -64,6 +64,8 @@ bool LinkOrWriteAtomically(const std::string& existing, const std::string& path,
     ::unlink(tmp.c_str());
     throw Error(ExitCode::kFailure, "cannot rename " + tmp + " to " + path + ": " + err);
   }
+  // Where `path` already was a name of `existing`, rename leaves both names in place.
+  ::unlink(tmp.c_str());
   return true;
 }
 

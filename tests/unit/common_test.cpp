@@ -35,6 +35,14 @@ TEST(LinkOrWriteAtomically, GivesTheFileASecondNameOnOneFileSystem) {
   EXPECT_EQ(ListDirectory(dir.path()), (std::vector<std::string>{"old.pth", "weights.pt"})) << "no temporary left";
 }
 
+TEST(LinkOrWriteAtomically, ANameThatIsAlreadyTheFilesLeavesNoTemporary) {
+  TempDir dir;
+  WriteFileAtomically(dir / "weights.pt", "tensors");
+  EXPECT_TRUE(LinkOrWriteAtomically(dir / "weights.pt", dir / "weights.pt", "tensors"));
+  EXPECT_EQ(ListDirectory(dir.path()), (std::vector<std::string>{"weights.pt"}));
+  EXPECT_EQ(ReadFile(dir / "weights.pt"), "tensors");
+}
+
 TEST(LinkOrWriteAtomically, WritesACopyWhereNoLinkCanBeMade) {
   TempDir dir;
   // A name that cannot be linked to: the file to link does not exist, as where it lies on another
