@@ -1,9 +1,9 @@
 #include "worker/checkpoint_file.h"
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
+#include <c10/util/bit_cast.h>
 #include <fmt/format.h>
 
 #include "common/crc32c.h"
@@ -68,12 +68,7 @@ uint32_t ExtendWithValue(uint32_t crc, const c10::IValue& value, const std::stri
   if (value.isString()) return ExtendWithText(crc, value.toStringRef());
   if (value.isInt()) return ExtendWithNumber(crc, static_cast<uint64_t>(value.toInt()));
   if (value.isBool()) return ExtendWithNumber(crc, value.toBool() ? 1 : 0);
-  if (value.isDouble()) {
-    const double number = value.toDouble();
-    uint64_t bits = 0;
-    std::memcpy(&bits, &number, sizeof bits);
-    return ExtendWithNumber(crc, bits);
-  }
+  if (value.isDouble()) return ExtendWithNumber(crc, c10::bit_cast<uint64_t>(value.toDouble()));
   if (value.isList()) {
     for (const c10::IValue& item : value.toListRef()) crc = ExtendWithValue(crc, item, path);
     return crc;
@@ -109,7 +104,7 @@ CheckpointFileContents DecodeVersion2(const std::string& bytes, const std::strin
   const c10::IValue object = ReadTorchArchive(bytes, path);
   if (!object.isGenericDict()) throw Unreadable(path, "not an mgpu checkpoint: a torch.save archive, but not of a dict");
   const c10::impl::GenericDict file = object.toGenericDict();
-  SortedKeys(file, path);
+  SortedKeys(file, path);  // refuses a key that is not a string: the loops below read them as strings
   const std::string format = Entry(file, "format", &c10::IValue::isString, "a string", path).toStringRef();
   if (format != kFormat) {
     throw Unreadable(path, fmt::format("not an mgpu checkpoint: its format is '{}', not '{}'", format, kFormat));
@@ -164,7 +159,7 @@ CheckpointFileContents DecodeVersion1(const std::string& bytes, const std::strin
   }
   const c10::IValue state = ReadTorchArchive(bytes.substr(kVersion1PrefixSize + header_size), path);
   if (!state.isGenericDict()) throw Unreadable(path, "not an mgpu checkpoint: its tensors are not a dict");
-  SortedKeys(state.toGenericDict(), path);
+  SortedKeys(state.toGenericDict(), path);  // refuses a key that is not a string, as format 2 does
   return CheckpointFileContents{bytes.substr(kVersion1PrefixSize, header_size), state.toGenericDict()};
 }
 

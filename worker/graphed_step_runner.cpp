@@ -1,7 +1,8 @@
 // --cuda-graphs: forward, backward, DDP's all-reduces (when replicated) and the optimizer step in
 // one graph replay (worker/graphed_step.h), after its eager warm-up steps; its time counts as
 // backward. The graph sums the loss into the epoch's sums itself and skips a non-finite step.
-#include "ddp/distributed_data_parallel.h"
+// ValidateConfig refuses --grad-accum and --grad-clip with a whole-step graph, so every
+// micro-batch is a whole step and there is nothing left to do after it.
 #include "worker/graphed_step.h"
 #include "worker/step_runner.h"
 
@@ -10,13 +11,10 @@ namespace {
 
 class GraphedStep : public StepRunner {
  public:
-  GraphedStep(const StepParts& parts, GraphedTrainStep& graphed, DistributedDataParallel* replicated)
-      : parts_(parts), graphed_(graphed), replicated_(replicated) {}
+  explicit GraphedStep(GraphedTrainStep& graphed) : graphed_(graphed) {}
 
-  torch::Tensor MicroBatch(const Batch& batch, const torch::Tensor& images, bool /*first_micro*/, bool last_micro,
-                           int64_t /*step*/, StepTimeline& timeline) override {
-    std::optional<DistributedDataParallel::NoSync> accumulate_locally;
-    if (replicated_ != nullptr && !last_micro) accumulate_locally.emplace(*replicated_);
+  torch::Tensor MicroBatch(const Batch& batch, const torch::Tensor& images, bool /*first_micro*/,
+                           bool /*last_micro*/, int64_t /*step*/, StepTimeline& timeline) override {
     torch::Tensor loss = batch.sample_indices.defined() ? graphed_.StepOnSamples(batch.sample_indices)
                                                         : graphed_.Step(images, batch.labels);
     timeline.Mark(StepPhase::kBackward);
@@ -24,23 +22,17 @@ class GraphedStep : public StepRunner {
   }
 
   void FinishStep(const torch::Tensor& /*nonfinite*/, StepTimeline& timeline) override {
-    ClipGradients(parts_);  // the graph stepped already
-    timeline.Mark(StepPhase::kOptimizer);
+    timeline.Mark(StepPhase::kOptimizer);  // the graph stepped already
   }
 
   bool SumsLosses() const override { return true; }
 
  private:
-  StepParts parts_;
   GraphedTrainStep& graphed_;
-  DistributedDataParallel* replicated_;
 };
 
 }  // namespace
 
-std::unique_ptr<StepRunner> MakeGraphedStep(const StepParts& parts, GraphedTrainStep& graphed,
-                                            DistributedDataParallel* replicated) {
-  return std::make_unique<GraphedStep>(parts, graphed, replicated);
-}
+std::unique_ptr<StepRunner> MakeGraphedStep(GraphedTrainStep& graphed) { return std::make_unique<GraphedStep>(graphed); }
 
 }  // namespace mgpu

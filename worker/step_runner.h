@@ -63,15 +63,14 @@ class StepRunner {
   virtual bool SumsLosses() const { return false; }
 
  protected:
-  // --grad-clip: unscale, then clip the gradients' norm.
-  static void ClipGradients(const StepParts& parts);
-  // The optimizer step of reduced gradients: clipped, stepped through the loss scaler (skipped
-  // when `nonfinite` or the gradients are not finite), and the scale updated.
+  // The optimizer step of reduced gradients: clipped (--grad-clip, unscaled first), stepped
+  // through the loss scaler (skipped when `nonfinite` or the gradients are not finite), and the
+  // scale updated.
   static void StepOptimizer(const StepParts& parts, const torch::Tensor& nonfinite);
 };
 
-// The variant for the run: `graphed` when given (its DDP all-reduces, when `replicated`, are in
-// the graph), else `data_parallel` when given, else DDP when `replicated` is given, else eager.
+// The variant for the run: `graphed` when given (DDP's all-reduces, with `replicated`, are in its
+// graph), else `data_parallel` when given, else DDP when `replicated` is given, else eager.
 std::unique_ptr<StepRunner> MakeStepRunner(const StepParts& parts, GraphedTrainStep* graphed,
                                            DataParallelEngine* data_parallel, DistributedDataParallel* replicated);
 
@@ -79,8 +78,7 @@ std::unique_ptr<StepRunner> MakeStepRunner(const StepParts& parts, GraphedTrainS
 std::unique_ptr<StepRunner> MakeEagerStep(const StepParts& parts);
 std::unique_ptr<StepRunner> MakeDdpStep(const StepParts& parts, DistributedDataParallel& replicated);
 std::unique_ptr<StepRunner> MakeDataParallelStep(const StepParts& parts, DataParallelEngine& data_parallel);
-std::unique_ptr<StepRunner> MakeGraphedStep(const StepParts& parts, GraphedTrainStep& graphed,
-                                            DistributedDataParallel* replicated);
+std::unique_ptr<StepRunner> MakeGraphedStep(GraphedTrainStep& graphed);
 
 // The eager forward and backward of one micro-batch, shared by the eager and DDP variants: the
 // policy's forward, the cross-entropy loss (float32 logits, so a float32 loss under every
