@@ -123,6 +123,87 @@ coordinator::FinishRequest Outcome(const Status& status, const nlohmann::json& s
   return outcome;
 }
 
+// What the process sets up before any output exists: the device, the coordinator of `mgpu run`
+// (when it started this worker) and, for DDP, the job's ranks.
+struct JoinedJob {
+  torch::Device device = torch::kCPU;
+  std::unique_ptr<CoordinatorClient> coordinator_client;
+  coordinator::Assignment assignment;
+  std::unique_ptr<Communicator> communicator;
+  std::string rendezvous;   // how the ranks joined, for the log
+  std::string config_yaml;  // config.yaml's text: the precision that runs, under the name as given
+};
+
+// Settles `config` for the device (and, for DDP, rank 0's output folder). Throws; the caller
+// reports to the coordinator when `joined.coordinator_client` is set.
+void JoinJob(TrainConfig& config, const WorldInfo& world, const std::string& given_name, JoinedJob& joined) {
+  // --mode dp trains on the first of --dp-devices (the primary).
+  joined.device = config.mode == "dp" ? ResolveDataParallelDevices(config.dp_devices, config.device,
+                                                                    static_cast<int>(torch::cuda::device_count()))
+                                            .front()
+                                      : ResolveDevice(config.device, world);
+  ResolvePrecisionForDevice(config, joined.device.is_cuda());
+  // The precision that runs (--amp on CPU is amp-bf16), under the name as given.
+  TrainConfig as_saved = config;
+  as_saved.name = given_name;
+  joined.config_yaml = ConfigToYaml(as_saved);
+  joined.coordinator_client = CoordinatorClient::FromEnvironment(ProcessEnvironment());
+  if (joined.coordinator_client) {
+    joined.assignment = joined.coordinator_client->Register(world, joined.device.str());
+    WorkerStatus::Current().SetPhase("joining ranks");
+    joined.coordinator_client->StartHeartbeats(
+        std::chrono::milliseconds(joined.assignment.heartbeat_interval_ms()),
+        std::chrono::milliseconds(joined.assignment.heartbeat_timeout_ms()),
+        [](const std::string& reason) { WorkerStatus::Current().StopTraining(reason); });
+  }
+  if (config.mode != "ddp") return;
+  const std::string backend = config.backend == "auto" ? DefaultBackend(joined.device) : config.backend;
+  RendezvousResult ranks = Rendezvous(world, backend, joined.device,
+                                      std::chrono::milliseconds(static_cast<int64_t>(config.collective_timeout * 1000)),
+                                      static_cast<int>(config.nccl_max_ctas));
+  joined.communicator = std::move(ranks.communicator);
+  joined.rendezvous = ranks.description;
+  config.out = AgreeOnFolder(*joined.communicator, config.out, joined.device);
+}
+
+// Trains, writes summary.json and returns the run's status; `summary` and `interrupted` say how
+// it ended, `origin` whose failure it was.
+Status TrainAndSummarize(const TrainConfig& config, const WorldInfo& world, JoinedJob& joined, RunOutputs& outputs,
+                         nlohmann::json& summary, std::optional<StopRequest>& interrupted,
+                         coordinator::ErrorOrigin& origin) {
+  Status status;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    outputs.log().info("mgpu-worker started (pid {}), rank source: {}", ::getpid(), world.source);
+    if (joined.coordinator_client) {
+      const coordinator::Assignment& assignment = joined.assignment;
+      outputs.log().info("registered with the coordinator at {}: rank {} of {} (attempt {}), rendezvous at {}:{}",
+                         joined.coordinator_client->address(), assignment.rank(), assignment.world_size(),
+                         assignment.attempt(), assignment.master_addr(), assignment.master_port());
+    }
+    if (joined.communicator) outputs.log().info("ranks joined: {}", joined.rendezvous);
+    outputs.WriteConfig(joined.config_yaml);
+    WorkerStatus::Current().SetPhase("loading data");
+    interrupted = Train(config, world, joined.device, joined.communicator.get(), outputs, summary);
+  } catch (...) {
+    status = StatusOfCurrentException();
+    origin = OriginOfCurrentException();
+    summary["status"] = "failed";
+    summary["error"] = status.ToString();
+    summary["exit_code"] = status.exit_code();
+    summary["total_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    outputs.log().error("{}", status.ToString());
+  }
+  try {
+    outputs.WriteSummary(summary);
+  } catch (...) {
+    const Status write_status = StatusOfCurrentException();
+    outputs.log().error("cannot write summary.json: {}", write_status.message());
+    if (status.ok()) status = write_status;
+  }
+  return status;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,52 +223,17 @@ int main(int argc, char** argv) {
   // config.yaml keeps the name as given: a name derived below from the model, mode and precision
   // would not follow an edit of config.yaml's precision.
   const std::string given_name = config.name;
-  std::string config_yaml;
   if (config.out.empty()) config.out = DefaultOutputFolder(config);
-
-  // Process-level set-up before any output exists: the device, the coordinator of `mgpu run`
-  // (when it started this worker) and, for DDP, the job's ranks.
-  std::optional<torch::Device> device;
-  std::unique_ptr<CoordinatorClient> coordinator_client;
-  coordinator::Assignment assignment;
-  std::unique_ptr<Communicator> communicator;
-  std::string rendezvous;
+  JoinedJob joined;
   try {
-    // --mode dp trains on the first of --dp-devices (the primary).
-    device = config.mode == "dp" ? ResolveDataParallelDevices(config.dp_devices, config.device,
-                                                              static_cast<int>(torch::cuda::device_count()))
-                                       .front()
-                                 : ResolveDevice(config.device, world);
-    ResolvePrecisionForDevice(config, device->is_cuda());
-    // The precision that runs (--amp on CPU is amp-bf16), under the name as given.
-    TrainConfig as_saved = config;
-    as_saved.name = given_name;
-    config_yaml = ConfigToYaml(as_saved);
-    coordinator_client = CoordinatorClient::FromEnvironment(ProcessEnvironment());
-    if (coordinator_client) {
-      assignment = coordinator_client->Register(world, device->str());
-      WorkerStatus::Current().SetPhase("joining ranks");
-      coordinator_client->StartHeartbeats(std::chrono::milliseconds(assignment.heartbeat_interval_ms()),
-                                          std::chrono::milliseconds(assignment.heartbeat_timeout_ms()),
-                                          [](const std::string& reason) { WorkerStatus::Current().StopTraining(reason); });
-    }
-    if (config.mode == "ddp") {
-      const std::string backend = config.backend == "auto" ? DefaultBackend(*device) : config.backend;
-      RendezvousResult joined = Rendezvous(world, backend, *device,
-                                           std::chrono::milliseconds(static_cast<int64_t>(config.collective_timeout * 1000)),
-                                           static_cast<int>(config.nccl_max_ctas));
-      communicator = std::move(joined.communicator);
-      rendezvous = joined.description;
-      config.out = AgreeOnFolder(*communicator, config.out, *device);
-    }
+    JoinJob(config, world, given_name, joined);
   } catch (...) {
     const Status status = StatusOfCurrentException();
     const coordinator::ErrorOrigin origin = OriginOfCurrentException();
     std::fprintf(stderr, "mgpu-worker (rank %d): %s\n", world.rank, status.ToString().c_str());
-    if (coordinator_client) coordinator_client->Finish(Outcome(status, nlohmann::json::object(), origin));
+    if (joined.coordinator_client) joined.coordinator_client->Finish(Outcome(status, nlohmann::json::object(), origin));
     return status.exit_code();
   }
-
   if (config.name.empty()) config.name = fmt::format("{}-{}-{}", ModelLabel(config.model), config.mode, config.precision);
 
   std::unique_ptr<RunOutputs> outputs;
@@ -196,44 +242,16 @@ int main(int argc, char** argv) {
   } catch (...) {
     const Status status = StatusOfCurrentException();
     std::fprintf(stderr, "mgpu-worker: cannot write the output folder: %s\n", status.message().c_str());
-    if (coordinator_client) coordinator_client->Finish(Outcome(status, nlohmann::json::object()));
+    if (joined.coordinator_client) joined.coordinator_client->Finish(Outcome(status, nlohmann::json::object()));
     return status.exit_code();
   }
   // --overwrite: the old run's checkpoints must not be resumed as this run's (a restart of
   // `mgpu run` resumes from checkpoints/latest.ckpt).
   if (config.overwrite && config.resume.empty() && world.rank == 0) RemoveTree(config.out + "/checkpoints");
   nlohmann::json summary = SummaryFromConfig(config, world);
-  Status status;
   std::optional<StopRequest> interrupted;
   coordinator::ErrorOrigin origin = coordinator::ERROR_ORIGIN_THIS_RANK;
-  const auto start = std::chrono::steady_clock::now();
-  try {
-    outputs->log().info("mgpu-worker started (pid {}), rank source: {}", ::getpid(), world.source);
-    if (coordinator_client) {
-      outputs->log().info("registered with the coordinator at {}: rank {} of {} (attempt {}), rendezvous at {}:{}",
-                          coordinator_client->address(), assignment.rank(), assignment.world_size(),
-                          assignment.attempt(), assignment.master_addr(), assignment.master_port());
-    }
-    if (communicator) outputs->log().info("ranks joined: {}", rendezvous);
-    outputs->WriteConfig(config_yaml);
-    WorkerStatus::Current().SetPhase("loading data");
-    interrupted = Train(config, world, *device, communicator.get(), *outputs, summary);
-  } catch (...) {
-    status = StatusOfCurrentException();
-    origin = OriginOfCurrentException();
-    summary["status"] = "failed";
-    summary["error"] = status.ToString();
-    summary["exit_code"] = status.exit_code();
-    summary["total_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    outputs->log().error("{}", status.ToString());
-  }
-  try {
-    outputs->WriteSummary(summary);
-  } catch (...) {
-    const Status write_status = StatusOfCurrentException();
-    outputs->log().error("cannot write summary.json: {}", write_status.message());
-    if (status.ok()) status = write_status;
-  }
+  const Status status = TrainAndSummarize(config, world, joined, *outputs, summary, interrupted, origin);
   if (status.ok()) outputs->log().info("outputs in {}", outputs->folder());
   coordinator::FinishRequest outcome = Outcome(status, summary, origin);
   if (status.ok() && interrupted) {
@@ -241,6 +259,6 @@ int main(int argc, char** argv) {
     outcome.set_error(fmt::format("interrupted by {} at step {}", SignalName(interrupted->signal),
                                   NumberOr(summary, "steps", int64_t{0})));
   }
-  if (coordinator_client) coordinator_client->Finish(outcome);
+  if (joined.coordinator_client) joined.coordinator_client->Finish(outcome);
   return status.ok() && interrupted ? 128 + interrupted->signal : status.exit_code();
 }
