@@ -1,6 +1,6 @@
 // How a run turned its test images into the model's input, recorded in summary.json as "input"
-// so that code outside mgpu (Python, README "Using the trained model in Python") can feed the
-// trained model the same tensors and get the run's test accuracy back:
+// so that code outside mgpu (Python, docs/GUIDE.md "Using the trained model in Python") can feed
+// the trained model the same tensors and get the run's test accuracy back:
 //   {"resize": "...",                   torchvision's spelling of the geometric transform
 //    "height": H, "width": W,           the model's input side
 //    "channels": C, "channel_order": "RGB" | "grayscale",

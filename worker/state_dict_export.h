@@ -5,7 +5,7 @@
 // built-in resnet, vgg and alexnet models are torchvision's (models/model_factory.h), so
 //   model = torchvision.models.resnet18(num_classes=10)
 //   model.load_state_dict(torch.load("RUN/model_state_dict.pt"))
-// loads a run whose architecture is torchvision's; README "Using the trained model in Python"
+// loads a run whose architecture is torchvision's; docs/GUIDE.md "Using the trained model in Python"
 // lists where mgpu's architectures differ (small-image stems and heads, input channels).
 #pragma once
 

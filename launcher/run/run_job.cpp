@@ -35,7 +35,7 @@ namespace {
 
 constexpr auto kStopGrace = std::chrono::milliseconds(3000);
 // From forwarding SIGINT/SIGTERM/SIGUSR1 to SIGKILL: the workers finish their step and write a
-// checkpoint in it (README, "Stopping a run"). Slurm's default KillWait is as long.
+// checkpoint in it (docs/GUIDE.md, "Stopping a run"). Slurm's default KillWait is as long.
 constexpr auto kInterruptGrace = std::chrono::milliseconds(30000);
 constexpr auto kPollInterval = std::chrono::milliseconds(50);
 

@@ -67,14 +67,14 @@ restarted service lists every job; jobs that were running are marked interrupted
 their last checkpoint with `mgpu submit --resume ID`. Jobs checkpoint every --checkpoint-every steps
 unless their configuration says otherwise. One service per state folder.
 
-Security (README: "Security model"): it listens on the Unix socket <state-dir>/serve.sock, which only
-its own user and root can use (the state folder is made private, mode 0700). --listen adds TCP, which
-needs a token (--token-file FILE or MGPU_TOKEN, never --token; clients pass the same), and TLS
-(--tls-cert/--tls-key; clients pass --tls-ca) unless every address of the host is loopback. Jobs run
-as the service's user, so it refuses to run as root unless --allow-root. A job may read and write
-only in its own folder and the --allow-path folders, and read the --allow-read folders; models load
-only from those allowed folders, and plugins (code run as the service's user) only with
---allow-plugins.
+Security (docs/MULTI_GPU.md: "Security model"): it listens on the Unix socket
+<state-dir>/serve.sock, which only its own user and root can use (the state folder is made private,
+mode 0700). --listen adds TCP, which needs a token (--token-file FILE or MGPU_TOKEN, never --token;
+clients pass the same), and TLS (--tls-cert/--tls-key; clients pass --tls-ca) unless every address
+of the host is loopback. Jobs run as the service's user, so it refuses to run as root unless
+--allow-root. A job may read and write only in its own folder and the --allow-path folders, and read
+the --allow-read folders; models load only from those allowed folders, and plugins (code run as the
+service's user) only with --allow-plugins.
 
 The addresses it listens on are also written to <state-dir>/address, one a line. SIGINT or SIGTERM
 stop it: running jobs are stopped (recorded interrupted) and queued ones stay queued for the next

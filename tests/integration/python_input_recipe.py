@@ -1,6 +1,6 @@
 """Reproduces an mgpu run's test accuracy in Python from the raw test files, with nothing but
-the run folder: summary.json's "input" recipe and model_state_dict.pt, as README's "Using the
-trained model in Python" shows.
+the run folder: summary.json's "input" recipe and model_state_dict.pt, as docs/GUIDE.md's "Using
+the trained model in Python" shows.
 
     python_input_recipe.py RUN_FOLDER TEST_IMAGES_IDX_GZ TEST_LABELS_IDX_GZ
 

@@ -1,6 +1,7 @@
 // A run folder is enough to use the trained model in Python: summary.json's "input" recipe turns
 // the raw test files into the model's inputs, and model_state_dict.pt loads into torchvision's
-// architecture, giving the run's test accuracy back (README "Using the trained model in Python").
+// architecture, giving the run's test accuracy back (docs/GUIDE.md, "Using the trained model in
+// Python").
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>

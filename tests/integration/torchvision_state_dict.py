@@ -10,9 +10,9 @@ The test venv has torch but not torchvision, so the architectures are torchvisio
 (torchvision/models/resnet.py, vgg.py, alexnet.py of torchvision 0.26), written out with the same
 module names; load_state_dict(strict=True) then checks that every parameter and buffer name and
 shape of mgpu's export is torchvision's. Where mgpu adapts an architecture to small images, the
-script makes the same change a user would make to the torchvision model before loading (README,
-"Using the trained model in Python"): the CIFAR stem of a ResNet, VGG's one-Linear head, and a
-first convolution for CHANNELS input channels.
+script makes the same change a user would make to the torchvision model before loading
+(docs/GUIDE.md, "Using the trained model in Python"): the CIFAR stem of a ResNet, VGG's one-Linear
+head, and a first convolution for CHANNELS input channels.
 """
 import json
 import sys
@@ -141,7 +141,7 @@ class AlexNet(nn.Module):
 
 
 def build(name, channels, classes, side):
-    """torchvision's model, adapted as README says for mgpu's small-image variants."""
+    """torchvision's model, adapted as docs/GUIDE.md says for mgpu's small-image variants."""
     if name.startswith("resnet"):
         block, layers = {"resnet18": (BasicBlock, [2, 2, 2, 2]), "resnet34": (BasicBlock, [3, 4, 6, 3]),
                          "resnet50": (Bottleneck, [3, 4, 6, 3])}[name]
