@@ -34,6 +34,7 @@
 #include "amp/grad_scaler.h"
 #include "amp/precision.h"
 #include "models/classifier.h"
+#include "report/run_summary.h"
 
 namespace mgpu {
 
@@ -57,7 +58,7 @@ class DataParallelEngine {
   // dp_timing (seconds summed over the run: per-device forward and backward; reduce, step and
   // broadcast on the primary), and with --cuda-graphs cuda_graphs (captured, replays,
   // eager_steps; a replay's time counts as backward). Waits for the devices.
-  virtual void Report(nlohmann::json& summary) = 0;
+  virtual void Report(RunSummary& summary) = 0;
 
   // One line for the start-up table.
   virtual std::string Describe() const = 0;

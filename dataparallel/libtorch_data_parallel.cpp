@@ -77,30 +77,26 @@ torch::Tensor LibTorchDataParallel::ForwardBackward(const torch::Tensor& images,
 
 void LibTorchDataParallel::SyncReplicas() { timer_.Stop(kStep); }
 
-void LibTorchDataParallel::Report(nlohmann::json& summary) {
+void LibTorchDataParallel::Report(RunSummary& summary) {
   const std::vector<double> totals = timer_.Totals();
-  nlohmann::json names = nlohmann::json::array(), peaks = nlohmann::json::array();
+  summary.devices.clear();
+  summary.peak_memory_bytes.clear();
   for (const auto& device : devices_) {
-    names.push_back(DeviceLabel(device));
-    peaks.push_back(DevicePeakMemoryBytes(device));
+    summary.devices.push_back(DeviceLabel(device));
+    summary.peak_memory_bytes.push_back(DevicePeakMemoryBytes(device));
   }
-  summary["dp_impl"] = "libtorch";
-  summary["dp_comm"] = "libtorch";
-  summary["devices"] = names;
-  summary["peak_memory_bytes"] = peaks;
+  summary.dp_impl = "libtorch";
+  summary.dp_comm = "libtorch";
   // data_parallel's threads are not ours to time: its whole forward (clone, scatter, replicas,
   // gather) and backward are timed on the primary's stream, as one entry.
-  summary["dp_timing"] = {
-      {"clock", "cuda-events"},
-      {"devices", nlohmann::json::array({names[0]})},
-      {"forward_seconds", nlohmann::json::array({totals[kForward]})},
-      {"backward_seconds", nlohmann::json::array({totals[kBackward]})},
-      {"reduce_seconds", 0.0},
-      {"step_seconds", totals[kStep]},
-      {"broadcast_seconds", 0.0},
-      {"forward_backward_calls", forward_backward_calls_},
-      {"broadcasts", 0},
-  };
+  DataParallelTiming timing;
+  timing.clock = "cuda-events";
+  timing.devices = {summary.devices[0]};
+  timing.forward_seconds = {totals[kForward]};
+  timing.backward_seconds = {totals[kBackward]};
+  timing.step_seconds = totals[kStep];
+  timing.forward_backward_calls = forward_backward_calls_;
+  summary.dp_timing = timing;
 }
 
 std::string LibTorchDataParallel::Describe() const {

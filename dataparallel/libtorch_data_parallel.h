@@ -29,7 +29,7 @@ class LibTorchDataParallel : public DataParallelEngine {
   torch::Tensor ForwardBackward(const torch::Tensor& images, const torch::Tensor& labels, const GradScaler& scaler,
                                 double loss_weight) override;
   void SyncReplicas() override;
-  void Report(nlohmann::json& summary) override;
+  void Report(RunSummary& summary) override;
   std::string Describe() const override;
 
  private:

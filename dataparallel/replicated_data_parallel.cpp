@@ -275,36 +275,29 @@ void ReplicatedDataParallel::SyncReplicas() {
   Broadcast();
 }
 
-void ReplicatedDataParallel::Report(nlohmann::json& summary) {
-  nlohmann::json names = nlohmann::json::array(), peaks = nlohmann::json::array();
-  nlohmann::json forward = nlohmann::json::array(), backward = nlohmann::json::array();
+void ReplicatedDataParallel::Report(RunSummary& summary) {
+  DataParallelTiming timing;
+  timing.clock = devices_[0].is_cuda() ? "cuda-events" : "host";
+  summary.peak_memory_bytes.clear();
   std::vector<double> primary;
   for (size_t r = 0; r < devices_.size(); ++r) {
     const std::vector<double> totals = timers_[r].Totals();
     if (r == 0) primary = totals;
-    names.push_back(DeviceLabel(devices_[r]));
-    peaks.push_back(DevicePeakMemoryBytes(devices_[r]));
-    forward.push_back(totals[kForward]);
-    backward.push_back(totals[kBackward]);
+    timing.devices.push_back(DeviceLabel(devices_[r]));
+    summary.peak_memory_bytes.push_back(DevicePeakMemoryBytes(devices_[r]));
+    timing.forward_seconds.push_back(totals[kForward]);
+    timing.backward_seconds.push_back(totals[kBackward]);
   }
-  summary["dp_impl"] = "mgpu";
-  summary["dp_comm"] = collectives_->name();
-  summary["devices"] = names;
-  summary["peak_memory_bytes"] = peaks;
-  if (cuda_graphs_) {
-    summary["cuda_graphs"] = {{"captured", !graphs_.empty()}, {"replays", replays_}, {"eager_steps", eager_calls_}};
-  }
-  summary["dp_timing"] = {
-      {"clock", devices_[0].is_cuda() ? "cuda-events" : "host"},
-      {"devices", names},
-      {"forward_seconds", forward},
-      {"backward_seconds", backward},
-      {"reduce_seconds", primary[kReduce]},
-      {"step_seconds", primary[kStep]},
-      {"broadcast_seconds", primary[kBroadcast]},
-      {"forward_backward_calls", forward_backward_calls_},
-      {"broadcasts", timers_[0].counts()[kBroadcast]},
-  };
+  summary.dp_impl = "mgpu";
+  summary.dp_comm = collectives_->name();
+  summary.devices = timing.devices;
+  if (cuda_graphs_) summary.cuda_graphs = CudaGraphsRecord{!graphs_.empty(), replays_, eager_calls_};
+  timing.reduce_seconds = primary[kReduce];
+  timing.step_seconds = primary[kStep];
+  timing.broadcast_seconds = primary[kBroadcast];
+  timing.forward_backward_calls = forward_backward_calls_;
+  timing.broadcasts = timers_[0].counts()[kBroadcast];
+  summary.dp_timing = std::move(timing);
 }
 
 std::string ReplicatedDataParallel::Describe() const {

@@ -48,7 +48,7 @@ class ReplicatedDataParallel : public DataParallelEngine {
   torch::Tensor ForwardBackward(const torch::Tensor& images, const torch::Tensor& labels, const GradScaler& scaler,
                                 double loss_weight) override;
   void SyncReplicas() override;
-  void Report(nlohmann::json& summary) override;
+  void Report(RunSummary& summary) override;
   std::string Describe() const override;
 
  private:

@@ -229,13 +229,9 @@ TrainingPosition ReadPosition(const nlohmann::json& header, const std::string& p
   position.epoch_steps = IntegerField(at, "position", "epoch_steps", 0, position.step, path);
   position.micro_batches = IntegerField(at, "position", "micro_batches", position.epoch_steps, kAny, path);
   position.images_seen = IntegerField(at, "position", "images_seen", 0, kAny, path);
-  position.epochs_detail = header.at("epochs_detail");
-  const bool detail_ok = position.epochs_detail.is_array() &&
-                         std::all_of(position.epochs_detail.begin(), position.epochs_detail.end(),
-                                     [](const nlohmann::json& epoch) { return epoch.is_object(); });
-  if (!detail_ok) {
-    throw Altered(path, "its 'epochs_detail' is not a list of epoch records");
-  }
+  std::optional<std::vector<EpochRecord>> epochs = EpochRecordsFromJson(header.at("epochs_detail"));
+  if (!epochs) throw Altered(path, "its 'epochs_detail' is not a list of epoch records");
+  position.epochs_detail = std::move(*epochs);
   return position;
 }
 
@@ -297,7 +293,7 @@ std::string SerializeCheckpoint(const CheckpointIdentity& identity, TrainingPart
         {"epoch_steps", position.epoch_steps},
         {"micro_batches", position.micro_batches},
         {"images_seen", position.images_seen}}},
-      {"epochs_detail", position.epochs_detail},
+      {"epochs_detail", EpochRecordsToJson(position.epochs_detail)},
       // JSON has no infinity: a plateau schedule's best loss before its first epoch is null.
       {"scheduler",
        {{"steps", schedule.steps},

@@ -27,6 +27,7 @@
 #include "amp/grad_scaler.h"
 #include "optim/fused_optimizer.h"
 #include "optim/lr_scheduler.h"
+#include "report/run_summary.h"
 #include "worker/train_config.h"
 
 namespace mgpu {
@@ -50,7 +51,7 @@ struct TrainingPosition {
   int64_t images_seen = 0;    // images of `epoch` done (by this rank)
   // The epoch's running training loss: () double sums of loss × images and of images.
   torch::Tensor loss_sum, loss_images;
-  nlohmann::json epochs_detail = nlohmann::json::array();  // summary.json's, of finished epochs
+  std::vector<EpochRecord> epochs_detail;  // summary.json's, of finished epochs
 };
 
 // The state a checkpoint saves and restores, owned by the trainer.

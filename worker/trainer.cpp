@@ -26,46 +26,27 @@ torch::Device ResolveDevice(const std::string& requested, const WorldInfo& world
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 
-nlohmann::json SummaryFromConfig(const TrainConfig& config, const WorldInfo& world) {
-  return {
-      {"model", config.model},
-      {"dataset", config.dataset},
-      {"mode", config.mode},
-      {"backend", "none"},
-      {"world_size", world.world_size},
-      {"devices", nlohmann::json::array()},
-      {"precision", config.precision},
-      {"loss_scale_mode", "none"},
-      {"batch_size", config.batch_size},
-      {"num_workers", config.num_workers},
-      {"data_loading", nullptr},
-      {"decode", nullptr},
-      {"train_samples", nullptr},
-      {"test_samples", nullptr},
-      {"skipped_images", 0},
-      {"epochs", config.epochs},
-      {"max_steps", config.max_steps},
-      {"lr", config.lr},
-      {"optimizer", config.optimizer},
-      {"seed", config.seed},
-      {"name", config.name},
-      {"status", "failed"},
-      {"error", ""},
-      {"total_seconds", 0.0},
-      {"test_accuracy", nullptr},
-      {"test_loss", nullptr},
-      {"per_class_accuracy", nlohmann::json::array()},
-      {"peak_memory_bytes", nlohmann::json::array()},
-      {"skipped_steps", 0},
-      {"final_loss_scale", 1.0},
-      {"param_checksum", nullptr},
-      {"epochs_detail", nlohmann::json::array()},
-      {"rendezvous_source", world.source},
-  };
+RunSummary SummaryFromConfig(const TrainConfig& config, const WorldInfo& world) {
+  RunSummary summary;
+  summary.model = config.model;
+  summary.dataset = config.dataset;
+  summary.mode = config.mode;
+  summary.world_size = world.world_size;
+  summary.precision = config.precision;
+  summary.batch_size = config.batch_size;
+  summary.num_workers = config.num_workers;
+  summary.epochs = config.epochs;
+  summary.max_steps = config.max_steps;
+  summary.lr = config.lr;
+  summary.optimizer = config.optimizer;
+  summary.seed = config.seed;
+  summary.name = config.name;
+  summary.rendezvous_source = world.source;
+  return summary;
 }
 
 std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& world, const torch::Device& device,
-                                 Communicator* communicator, RunOutputs& outputs, nlohmann::json& summary) {
+                                 Communicator* communicator, RunOutputs& outputs, RunSummary& summary) {
   TrainingSession session(config, world, device, communicator, outputs, summary);
   return session.Run();
 }

@@ -10,6 +10,7 @@
 
 #include "ddp/communicator.h"
 #include "ddp/world.h"
+#include "report/run_summary.h"
 #include "worker/run_outputs.h"
 #include "worker/stop_agreement.h"
 #include "worker/train_config.h"
@@ -30,9 +31,9 @@ torch::Device ResolveDevice(const std::string& requested, const WorldInfo& world
 // weights as at a normal end, and `summary` gets status "interrupted" and an "interrupted"
 // record (signal, rank, step, checkpoint); the request is returned. nullopt: the run completed.
 std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& world, const torch::Device& device,
-           Communicator* communicator, RunOutputs& outputs, nlohmann::json& summary);
+           Communicator* communicator, RunOutputs& outputs, RunSummary& summary);
 
 // The contract's summary fields that come from the configuration alone.
-nlohmann::json SummaryFromConfig(const TrainConfig& config, const WorldInfo& world);
+RunSummary SummaryFromConfig(const TrainConfig& config, const WorldInfo& world);
 
 }  // namespace mgpu

@@ -189,7 +189,7 @@ std::string TrainingSession::WriteCheckpoint(TrainingPosition at) {
   ranks_.Sum(totals, "checkpoint loss");
   at.loss_sum = totals[0];
   at.loss_images = totals[1];
-  at.epochs_detail = summary_["epochs_detail"];
+  at.epochs_detail = summary_.epochs_detail;
   const std::string path =
       checkpoints_->Write(step_, [&] { return SerializeCheckpoint(*identity_, *parts_, at); });
   if (!path.empty()) log_.info("checkpoint {}", path);
@@ -225,8 +225,8 @@ void TrainingSession::ThrowDiverged(const NonFiniteLoss& bad, int64_t epoch) {
 
 // Synchronizes: at log points and the end only.
 void TrainingSession::RecordScaler() {
-  summary_["skipped_steps"] = scaler_->skipped_steps();
-  summary_["final_loss_scale"] = scaler_->scale();
+  summary_.skipped_steps = scaler_->skipped_steps();
+  summary_.final_loss_scale = scaler_->scale();
 }
 
 // Streamed images that could not be decoded (--on-bad-image skip): logged as found, counted in
@@ -235,11 +235,10 @@ void TrainingSession::ReportSkippedImages() {
   for (const auto* source : {data_.train.get(), data_.test.get()}) {
     for (const std::string& message : source->TakeNewlySkipped()) log_.warn("{}", message);
   }
-  summary_["skipped_images"] = data_.train->skipped() + data_.test->skipped();
+  summary_.skipped_images = data_.train->skipped() + data_.test->skipped();
   if (gpu_decoder_ == nullptr) return;
   const GpuDecodeStats stats = gpu_decoder_->stats();
-  summary_["gpu_decode"] = {{"images", stats.gpu_images}, {"cpu_fallbacks", stats.cpu_fallbacks},
-                            {"fallback_reasons", stats.fallback_reasons}};
+  summary_.gpu_decode = GpuDecodeRecord{stats.gpu_images, stats.cpu_fallbacks, stats.fallback_reasons};
 }
 
 }  // namespace mgpu

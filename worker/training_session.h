@@ -27,6 +27,7 @@
 #include "ddp/communicator.h"
 #include "ddp/distributed_sampler.h"
 #include "ddp/world.h"
+#include "report/run_summary.h"
 #include "models/model_factory.h"
 #include "optim/fused_optimizer.h"
 #include "optim/lr_scheduler.h"
@@ -61,7 +62,7 @@ class TrainingSession {
   // cannot run, before any step. `summary` (SummaryFromConfig's record) receives what set-up
   // resolves; it and `outputs` must outlive the session. `communicator` is null outside --mode ddp.
   TrainingSession(const TrainConfig& config, const WorldInfo& world, const torch::Device& device,
-                  Communicator* communicator, RunOutputs& outputs, nlohmann::json& summary);
+                  Communicator* communicator, RunOutputs& outputs, RunSummary& summary);
   ~TrainingSession();
   TrainingSession(const TrainingSession&) = delete;
   TrainingSession& operator=(const TrainingSession&) = delete;
@@ -130,7 +131,7 @@ class TrainingSession {
   double EpochTrainLoss();
   void CheckStillFinite(double train_loss, const Evaluation& eval);
   void RecordEpoch(double train_loss, double seconds, double eval_seconds, const Evaluation& eval);
-  void LogEpochPhases(const nlohmann::json& phase_seconds);
+  void LogEpochPhases(const std::map<std::string, double>& phase_seconds);
   void SaveWeights();
   void RecordRanks(double checksum);
   std::optional<StopRequest> Finish();
@@ -141,7 +142,7 @@ class TrainingSession {
   const torch::Device device_;
   Communicator* const communicator_;
   RunOutputs& outputs_;
-  nlohmann::json& summary_;
+  RunSummary& summary_;
   spdlog::logger& log_;
   const TestFaults& faults_;
   const Clock::time_point run_start_;

@@ -23,15 +23,17 @@ namespace mgpu {
 namespace {
 
 constexpr char kStateDictFile[] = "model_state_dict.pt";
+// phase_seconds' entry of the all-reduces' device time, hidden or not.
+constexpr char kCollectivesTotal[] = "collectives_total";
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-nlohmann::json PhaseJson(const PhaseSeconds& phases) {
-  nlohmann::json json = nlohmann::json::object();
-  for (size_t i = 0; i < kStepPhaseCount; ++i) json[StepPhaseName(static_cast<StepPhase>(i))] = phases.seconds[i];
-  return json;
+std::map<std::string, double> PhaseMap(const PhaseSeconds& phases) {
+  std::map<std::string, double> named;
+  for (size_t i = 0; i < kStepPhaseCount; ++i) named[StepPhaseName(static_cast<StepPhase>(i))] = phases.seconds[i];
+  return named;
 }
 
 // Sum over all parameters of the sum of absolute values, in double precision.
@@ -44,14 +46,12 @@ double ParamChecksum(Classifier& model) {
 
 // summary.json's record of a run stopped by a signal, and the log line that says how to go on.
 void RecordInterruption(const StopRequest& request, int64_t step, const std::string& checkpoint, RunOutputs& outputs,
-                        nlohmann::json& summary) {
+                        RunSummary& summary) {
   const std::string signal = SignalName(request.signal);
-  summary["status"] = "interrupted";
-  summary["exit_code"] = 128 + request.signal;
-  summary["interrupted"] = {{"signal", signal}, {"signal_number", request.signal}, {"rank", request.rank},
-                            {"step", step}, {"checkpoint", checkpoint}};
-  const std::string received =
-      summary["world_size"].get<int64_t>() > 1 ? fmt::format(" (received by rank {})", request.rank) : "";
+  summary.status = "interrupted";
+  summary.exit_code = 128 + request.signal;
+  summary.interrupted = InterruptionRecord{signal, request.signal, request.rank, step, checkpoint};
+  const std::string received = summary.world_size > 1 ? fmt::format(" (received by rank {})", request.rank) : "";
   if (outputs.writes_shared_files()) {
     outputs.log().warn("{}{} at step {}: checkpoint written to {}, resume with --resume {}", signal, received, step,
                        checkpoint, outputs.folder());
@@ -121,7 +121,7 @@ void TrainingSession::CheckStillFinite(double train_loss, const Evaluation& eval
   // backed off to 0 and can never grow again. Such a run would otherwise end with exit 0.
   if (std::isfinite(eval.loss) && !(scaler_->enabled() && scaler_->scale() == 0)) return;
   RecordScaler();
-  const std::string skipped = fmt::format("{} steps skipped so far", summary_["skipped_steps"].get<int64_t>());
+  const std::string skipped = fmt::format("{} steps skipped so far", summary_.skipped_steps);
   throw DivergedError(
       std::isfinite(eval.loss)
           ? fmt::format("the dynamic loss scale fell to 0 in epoch {} (step {}, {}): every scaled gradient "
@@ -139,33 +139,22 @@ void TrainingSession::RecordEpoch(double train_loss, double seconds, double eval
   const double images_per_second =
       static_cast<double>((epoch_.images_seen - epoch_.images_before) * world_.world_size) / seconds;
   const double comm_wait = epoch_.phases.device[StepPhase::kExposedComm];
-  nlohmann::json phase_seconds = PhaseJson(epoch_.phases.device);
+  std::map<std::string, double> phase_seconds = PhaseMap(epoch_.phases.device);
   // All-reduces (and the evaluation's) in device time, hidden or not: with exposed_comm, how much
   // of the communication backward hid. Not with a graphed step: its replayed all-reduces are in
   // the graph's time, not in this.
   const bool collectives_timed = communicator_ && !(graphed_ && graphed_->captured());
   if (const auto collective_seconds = collectives_timed ? communicator_->CompletedCollectiveSeconds() : std::nullopt) {
-    phase_seconds["collectives_total"] = *collective_seconds - epoch_.collective_seconds_before;
+    phase_seconds[kCollectivesTotal] = *collective_seconds - epoch_.collective_seconds_before;
   }
-  summary_["epochs_detail"].push_back({
-      {"epoch", epoch_.epoch},
-      {"train_loss", train_loss},
-      {"seconds", seconds},
-      {"images_per_second", images_per_second},
-      {"data_wait_seconds", epoch_.data_wait},
-      {"compute_seconds", seconds - epoch_.data_wait - comm_wait},
-      {"comm_seconds", comm_wait},
-      {"phase_seconds", phase_seconds},
-      {"host_phase_seconds", PhaseJson(epoch_.phases.host)},
-      {"steps", epoch_.steps},
-      {"eval_seconds", eval_seconds},
-      {"test_loss", eval.loss},
-      {"test_accuracy", eval.accuracy},
-  });
-  summary_["test_loss"] = eval.loss;
-  summary_["test_accuracy"] = eval.accuracy;
-  summary_["eval_samples"] = eval.samples;
-  summary_["per_class_accuracy"] = eval.per_class_accuracy;
+  summary_.epochs_detail.push_back(EpochRecord{epoch_.epoch, train_loss, seconds, images_per_second, epoch_.data_wait,
+                                               seconds - epoch_.data_wait - comm_wait, comm_wait, phase_seconds,
+                                               PhaseMap(epoch_.phases.host), epoch_.steps, eval_seconds, eval.loss,
+                                               eval.accuracy});
+  summary_.test_loss = eval.loss;
+  summary_.test_accuracy = eval.accuracy;
+  summary_.eval_samples = eval.samples;
+  summary_.per_class_accuracy = eval.per_class_accuracy;
   outputs_.AddScalar("train/epoch_loss", train_loss, step_);
   outputs_.AddScalar("test/loss", eval.loss, step_);
   outputs_.AddScalar("test/accuracy", eval.accuracy, step_);
@@ -185,7 +174,7 @@ void TrainingSession::RecordEpoch(double train_loss, double seconds, double eval
 
 // The epoch's time per step by phase, as the device ran it and (on CUDA) as the host issued it:
 // where the host's is about the device's, the steps wait for the host.
-void TrainingSession::LogEpochPhases(const nlohmann::json& phase_seconds) {
+void TrainingSession::LogEpochPhases(const std::map<std::string, double>& phase_seconds) {
   const double per_step_ms = 1000.0 / static_cast<double>(std::max<int64_t>(epoch_.steps, 1));
   const bool communicates = communicator_ || data_parallel_;
   auto phases_text = [&](const PhaseSeconds& phases) {
@@ -196,9 +185,10 @@ void TrainingSession::LogEpochPhases(const nlohmann::json& phase_seconds) {
                        phases[StepPhase::kInput] * per_step_ms, phases[StepPhase::kForward] * per_step_ms,
                        phases[StepPhase::kBackward] * per_step_ms, comm, phases[StepPhase::kOptimizer] * per_step_ms);
   };
+  const auto collectives_total = phase_seconds.find(kCollectivesTotal);
   const std::string collectives =
-      phase_seconds.contains("collectives_total")
-          ? fmt::format(" (collectives ran {:.2f} ms)", phase_seconds["collectives_total"].get<double>() * per_step_ms)
+      collectives_total != phase_seconds.end()
+          ? fmt::format(" (collectives ran {:.2f} ms)", collectives_total->second * per_step_ms)
           : "";
   log_.info("epoch {}/{} per step, {} time: {}{}", epoch_.epoch + 1, config_.epochs,
             device_.is_cuda() ? "device" : "host", phases_text(epoch_.phases.device), collectives);
@@ -217,20 +207,19 @@ std::optional<StopRequest> TrainingSession::Finish() {
   const double checksum = ParamChecksum(*model_);
   RecordRanks(checksum);
   SaveWeights();
-  summary_["steps"] = step_;
-  summary_["final_lr"] = optimizer_->lr();
-  summary_["param_checksum"] = checksum;
-  summary_["total_seconds"] = SecondsSince(run_start_);
+  summary_.steps = step_;
+  summary_.final_lr = optimizer_->lr();
+  summary_.param_checksum = checksum;
+  summary_.total_seconds = SecondsSince(run_start_);
   if (interrupted_) {
     RecordInterruption(*interrupted_, step_, interrupted_checkpoint_, outputs_, summary_);
     return interrupted_;
   }
-  summary_["status"] = "ok";
+  summary_.status = "ok";
   // Without loss scaling the scale is 1 throughout: a final scale would say nothing.
   log_.info("done: {} steps in {:.1f} s, test accuracy {:.2f}%, param_checksum {:.6f}, {} steps skipped{}", step_,
-            summary_["total_seconds"].get<double>(), summary_["test_accuracy"].get<double>(), checksum,
-            summary_["skipped_steps"].get<int64_t>(),
-            scaler_->enabled() ? fmt::format(", final loss scale {}", summary_["final_loss_scale"].get<double>()) : "");
+            summary_.total_seconds, summary_.test_accuracy.value_or(std::nan("")), checksum, summary_.skipped_steps,
+            scaler_->enabled() ? fmt::format(", final loss scale {}", summary_.final_loss_scale) : "");
   return std::nullopt;
 }
 
@@ -239,20 +228,18 @@ void TrainingSession::RecordRanks(double checksum) {
   const std::vector<double> checksums = ranks_.Gather(checksum, "parameter checksums");
   const std::vector<double> peaks = ranks_.Gather(static_cast<double>(DevicePeakMemoryBytes(device_)), "peak memory");
   const std::vector<double> device_indices = ranks_.Gather(device_.is_cuda() ? device_.index() : -1, "devices");
-  summary_["devices"] = nlohmann::json::array();
-  for (double index : device_indices) summary_["devices"].push_back(index < 0 ? "cpu" : fmt::format("cuda:{}", index));
-  summary_["peak_memory_bytes"] = nlohmann::json::array();
-  for (double peak : peaks) summary_["peak_memory_bytes"].push_back(static_cast<long long>(peak));
-  if (world_.world_size > 1) summary_["rank_param_checksums"] = checksums;
+  summary_.devices.clear();
+  for (double index : device_indices) summary_.devices.push_back(index < 0 ? "cpu" : fmt::format("cuda:{}", index));
+  summary_.peak_memory_bytes.clear();
+  for (double peak : peaks) summary_.peak_memory_bytes.push_back(static_cast<int64_t>(peak));
+  if (world_.world_size > 1) summary_.rank_param_checksums = checksums;
   if (data_parallel_) data_parallel_->Report(summary_);  // every dp device, and dp_timing
   if (graphed_) {
-    summary_["cuda_graphs"] = {{"captured", graphed_->captured()},
-                               {"replays", graphed_->replays()},
-                               {"eager_steps", graphed_->eager_steps()}};
+    summary_.cuda_graphs = CudaGraphsRecord{graphed_->captured(), graphed_->replays(), graphed_->eager_steps()};
   }
   if (replicated_) {
-    summary_["ddp_bucket_bytes"] = replicated_->BucketBytes();
-    summary_["ddp_buckets_rebuilt"] = replicated_->rebuilt();
+    summary_.ddp_bucket_bytes = replicated_->BucketBytes();
+    summary_.ddp_buckets_rebuilt = replicated_->rebuilt();
   }
 }
 
@@ -271,8 +258,8 @@ void TrainingSession::SaveWeights() {
       WriteFileAtomically(checkpoint_path_, state_dict);
     }
   }
-  if (config_.save_state_dict) summary_["state_dict_file"] = kStateDictFile;  // in the output folder
-  if (!checkpoint_path_.empty()) summary_["checkpoint_file"] = checkpoint_path_;
+  if (config_.save_state_dict) summary_.state_dict_file = kStateDictFile;  // in the output folder
+  if (!checkpoint_path_.empty()) summary_.checkpoint_file = checkpoint_path_;
 }
 
 }  // namespace mgpu

@@ -50,7 +50,7 @@ std::string DeviceName(const torch::Device& device) {
 }  // namespace
 
 TrainingSession::TrainingSession(const TrainConfig& config, const WorldInfo& world, const torch::Device& device,
-                                 Communicator* communicator, RunOutputs& outputs, nlohmann::json& summary)
+                                 Communicator* communicator, RunOutputs& outputs, RunSummary& summary)
     : config_(config),
       world_(world),
       device_(device),
@@ -104,9 +104,9 @@ void TrainingSession::SetUpNumerics() {
   ApplyPrecisionMathMode(precision_);
   // Static shapes: let cuDNN pick its fastest convolution algorithms once (as benchmark=True).
   if (device_.is_cuda()) at::globalContext().setBenchmarkCuDNN(true);
-  summary_["backend"] = communicator_ ? communicator_->backend() : "none";
+  summary_.backend = communicator_ ? communicator_->backend() : "none";
   loss_scaling_ = ParseLossScaling(config_.loss_scale);
-  summary_["loss_scale_mode"] = LossScalingModeName(loss_scaling_.mode);
+  summary_.loss_scale_mode = LossScalingModeName(loss_scaling_.mode);
   if (!config_.memory_snapshot.empty()) {
     memory_snapshot_ = std::make_unique<MemorySnapshot>(config_.memory_snapshot, device_);
   }
@@ -125,11 +125,11 @@ void TrainingSession::OpenData() {
                                     "{} chose to stream {} (too large to hold decoded); pass --data-loading memory or "
                                     "drop --data-on-device", config_.data_loading, data_.folder));
   }
-  summary_["class_names"] = data_.train->class_names();
-  summary_["data_loading"] = data_.data_loading;
-  summary_["train_samples"] = data_.train->size();
-  summary_["test_samples"] = data_.test->size();
-  summary_["input"] = InputRecipe(config_, data_.data_loading, *data_.test);
+  summary_.class_names = data_.train->class_names();
+  summary_.data_loading = data_.data_loading;
+  summary_.train_samples = data_.train->size();
+  summary_.test_samples = data_.test->size();
+  summary_.input = InputRecipe(config_, data_.data_loading, *data_.test);
 }
 
 void TrainingSession::BuildModel() {
@@ -142,7 +142,7 @@ void TrainingSession::BuildModel() {
   channels_last_ = layout.on;
   layout_reason_ = layout.reason;
   if (channels_last_) ConvertToChannelsLast(*model_);
-  summary_["channels_last"] = channels_last_;
+  summary_.channels_last = channels_last_;
   model_->train();
   if (ddp_) replicated_ = std::make_unique<DistributedDataParallel>(model_, *communicator_, DdpOptionsFrom(config_));
   if (config_.mode == "dp") BuildDataParallel(shape);
@@ -156,10 +156,10 @@ void TrainingSession::BuildModel() {
   }
   scaler_.emplace(loss_scaling_, device_);
   skip_nonfinite_ = config_.on_nonfinite == "skip";
-  summary_["parameters"] = CountParameters(*model_);
+  summary_.parameters = CountParameters(*model_);
   // LibTorch's CPU kernels (AVX512, AVX2, ...; ATEN_CPU_CAPABILITY picks lower ones): their
   // float32 sums round in other orders.
-  summary_["cpu_capability"] = at::get_cpu_capability();
+  summary_.cpu_capability = at::get_cpu_capability();
 }
 
 // --mode dp: replicas of the model on more devices, in the primary's layout.
@@ -196,7 +196,7 @@ void TrainingSession::BuildBatches() {
       ParseDecodeMode(config_.decode),
       DecodeCircumstances{device_.is_cuda(), static_cast<bool>(data_parallel_), data_.train.get()});
   decode_why_ = decode.why;
-  summary_["decode"] = decode.gpu ? "gpu" : "cpu";
+  summary_.decode = decode.gpu ? "gpu" : "cpu";
   if (config_.data_on_device) {
     auto on_device = std::make_unique<DeviceResidentBatches>(data_.memory->train, micro_batch_, device_);
     if (graphed_) graphed_->GatherFrom(*on_device, channels_last_);  // the batches are gathered in the graph
@@ -220,7 +220,7 @@ void TrainingSession::BuildBatches() {
 void TrainingSession::PlanScheduleAndCheckpoints() {
   scheduler_.emplace(SchedulerOptionsFrom(config_, steps_per_epoch_));
   optimizer_->set_lr(scheduler_->lr());
-  summary_["effective_lr"] = EffectiveLr(config_);
+  summary_.effective_lr = EffectiveLr(config_);
   parts_.emplace(TrainingParts{*model_, *optimizer_, *scaler_, *scheduler_, device_});
   identity_.emplace(CheckpointIdentity::Of(config_, world_.world_size, *model_));
   checkpoints_.emplace(outputs_.folder() + "/checkpoints", config_.checkpoint_every, outputs_.writes_shared_files());
@@ -250,8 +250,8 @@ void TrainingSession::ResumeFromCheckpoint() {
     position_.loss_sum.zero_();
     position_.loss_images.zero_();
   }
-  summary_["resumed_from"] = path;
-  summary_["epochs_detail"] = position_.epochs_detail;
+  summary_.resumed_from = path;
+  summary_.epochs_detail = position_.epochs_detail;
   log_.info("resumed from {}: epoch {}, step {}, {} micro-batch(es) of the epoch done", path, position_.epoch + 1,
             position_.step, position_.micro_batches);
 }

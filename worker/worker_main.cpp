@@ -88,14 +88,6 @@ std::optional<ParsedCommandLine> ParseCommandLine(int argc, char** argv, int& ex
   return parsed;
 }
 
-// What the coordinator of `mgpu run` learns at the end: the exit code and error, or the result.
-// `object[key]` if it is a number; `fallback` if it is absent or null (a run that failed before
-// it trained or evaluated has null there).
-template <typename T>
-T NumberOr(const nlohmann::json& object, const char* key, T fallback) {
-  const auto it = object.find(key);
-  return it != object.end() && it->is_number() ? it->get<T>() : fallback;
-}
 
 // Whose failure the exception being handled shows: a collective under way that lost a peer is
 // the peer's (ddp/communicator.h), anything else this rank's.
@@ -109,17 +101,18 @@ coordinator::ErrorOrigin OriginOfCurrentException() {
   }
 }
 
-coordinator::FinishRequest Outcome(const Status& status, const nlohmann::json& summary,
+// What the coordinator of `mgpu run` learns at the end: the exit code and error, or the result
+// (a run that failed before it trained or evaluated has none: NaN accuracy, 0 steps).
+coordinator::FinishRequest Outcome(const Status& status, const RunSummary& summary,
                                    coordinator::ErrorOrigin origin = coordinator::ERROR_ORIGIN_THIS_RANK) {
   coordinator::FinishRequest outcome;
   outcome.set_exit_code(status.exit_code());
   outcome.set_error(status.ok() ? "" : status.ToString());
   if (!status.ok()) outcome.set_error_origin(origin);
-  outcome.set_total_seconds(NumberOr(summary, "total_seconds", 0.0));
-  outcome.set_steps(NumberOr(summary, "steps", int64_t{0}));
-  outcome.set_test_accuracy(NumberOr(summary, "test_accuracy", std::nan("")));
-  const nlohmann::json& epochs = summary.contains("epochs_detail") ? summary["epochs_detail"] : nlohmann::json();
-  if (epochs.is_array() && !epochs.empty()) outcome.set_images_per_second(NumberOr(epochs.back(), "images_per_second", 0.0));
+  outcome.set_total_seconds(summary.total_seconds);
+  outcome.set_steps(summary.steps.value_or(0));
+  outcome.set_test_accuracy(summary.test_accuracy.value_or(std::nan("")));
+  if (!summary.epochs_detail.empty()) outcome.set_images_per_second(summary.LastImagesPerSecond());
   return outcome;
 }
 
@@ -169,7 +162,7 @@ void JoinJob(TrainConfig& config, const WorldInfo& world, const std::string& giv
 // Trains, writes summary.json and returns the run's status; `summary` and `interrupted` say how
 // it ended, `origin` whose failure it was.
 Status TrainAndSummarize(const TrainConfig& config, const WorldInfo& world, JoinedJob& joined, RunOutputs& outputs,
-                         nlohmann::json& summary, std::optional<StopRequest>& interrupted,
+                         RunSummary& summary, std::optional<StopRequest>& interrupted,
                          coordinator::ErrorOrigin& origin) {
   Status status;
   const auto start = std::chrono::steady_clock::now();
@@ -188,14 +181,14 @@ Status TrainAndSummarize(const TrainConfig& config, const WorldInfo& world, Join
   } catch (...) {
     status = StatusOfCurrentException();
     origin = OriginOfCurrentException();
-    summary["status"] = "failed";
-    summary["error"] = status.ToString();
-    summary["exit_code"] = status.exit_code();
-    summary["total_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    summary.status = "failed";
+    summary.error = status.ToString();
+    summary.exit_code = status.exit_code();
+    summary.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     outputs.log().error("{}", status.ToString());
   }
   try {
-    outputs.WriteSummary(summary);
+    outputs.WriteSummary(summary.ToJson());
   } catch (...) {
     const Status write_status = StatusOfCurrentException();
     outputs.log().error("cannot write summary.json: {}", write_status.message());
@@ -231,7 +224,7 @@ int main(int argc, char** argv) {
     const Status status = StatusOfCurrentException();
     const coordinator::ErrorOrigin origin = OriginOfCurrentException();
     std::fprintf(stderr, "mgpu-worker (rank %d): %s\n", world.rank, status.ToString().c_str());
-    if (joined.coordinator_client) joined.coordinator_client->Finish(Outcome(status, nlohmann::json::object(), origin));
+    if (joined.coordinator_client) joined.coordinator_client->Finish(Outcome(status, RunSummary{}, origin));
     return status.exit_code();
   }
   if (config.name.empty()) config.name = fmt::format("{}-{}-{}", ModelLabel(config.model), config.mode, config.precision);
@@ -242,13 +235,13 @@ int main(int argc, char** argv) {
   } catch (...) {
     const Status status = StatusOfCurrentException();
     std::fprintf(stderr, "mgpu-worker: cannot write the output folder: %s\n", status.message().c_str());
-    if (joined.coordinator_client) joined.coordinator_client->Finish(Outcome(status, nlohmann::json::object()));
+    if (joined.coordinator_client) joined.coordinator_client->Finish(Outcome(status, RunSummary{}));
     return status.exit_code();
   }
   // --overwrite: the old run's checkpoints must not be resumed as this run's (a restart of
   // `mgpu run` resumes from checkpoints/latest.ckpt).
   if (config.overwrite && config.resume.empty() && world.rank == 0) RemoveTree(config.out + "/checkpoints");
-  nlohmann::json summary = SummaryFromConfig(config, world);
+  RunSummary summary = SummaryFromConfig(config, world);
   std::optional<StopRequest> interrupted;
   coordinator::ErrorOrigin origin = coordinator::ERROR_ORIGIN_THIS_RANK;
   const Status status = TrainAndSummarize(config, world, joined, *outputs, summary, interrupted, origin);
@@ -257,7 +250,7 @@ int main(int argc, char** argv) {
   if (status.ok() && interrupted) {
     outcome.set_exit_code(128 + interrupted->signal);
     outcome.set_error(fmt::format("interrupted by {} at step {}", SignalName(interrupted->signal),
-                                  NumberOr(summary, "steps", int64_t{0})));
+                                  summary.steps.value_or(0)));
   }
   if (joined.coordinator_client) joined.coordinator_client->Finish(outcome);
   return status.ok() && interrupted ? 128 + interrupted->signal : status.exit_code();

@@ -11,19 +11,22 @@ namespace mgpu {
 void WriteJobSummary(const std::string& out, const TrainConfig& config, int world_size, const JobReport& report,
                      const std::vector<RankView>& ranks) {
   const std::string path = out + "/summary.json";
-  nlohmann::json summary;
+  nlohmann::json written;
   if (IsRegularFile(path)) {
     try {
-      summary = nlohmann::json::parse(ReadFile(path));
+      written = nlohmann::json::parse(ReadFile(path));
     } catch (const std::exception&) {
-      summary = nlohmann::json();  // torn by a killed rank 0: start again from the configuration
+      written = nlohmann::json();  // torn by a killed rank 0: start again from the configuration
     }
   }
-  if (!summary.is_object()) {
+  RunSummary summary;
+  if (written.is_object()) {
+    summary = RunSummaryFromJson(written);
+  } else {
     WorldInfo world;
     world.world_size = world_size;
     summary = SummaryFromConfig(config, world);
-    summary["status"] = "failed";
+    summary.status = "failed";
   }
   nlohmann::json launcher = {
       {"nnodes", report.nnodes},
@@ -67,13 +70,13 @@ void WriteJobSummary(const std::string& out, const TrainConfig& config, int worl
                               {"pid", f.pid},           {"exit_code", f.exit_code}, {"signal", f.signal},
                               {"error", f.error},       {"step", f.step},       {"epoch", f.epoch},
                               {"phase", f.phase},       {"unix_millis", f.unix_millis}, {"message", f.message}};
-    summary["status"] = f.kind == "interrupted" ? "interrupted" : "failed";
-    summary["error"] = f.message;
-    summary["exit_code"] = f.exit_code;
+    summary.status = f.kind == "interrupted" ? "interrupted" : "failed";
+    summary.error = f.message;
+    summary.exit_code = f.exit_code;
   }
-  summary["launcher"] = launcher;
+  summary.launcher = launcher;
   MakeDirectories(out);
-  WriteFileAtomically(path, summary.dump(2) + "\n");
+  WriteFileAtomically(path, summary.ToJson().dump(2) + "\n");
 }
 
 }  // namespace mgpu

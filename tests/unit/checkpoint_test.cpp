@@ -193,7 +193,10 @@ TEST(Checkpoint, RestoresEveryPartExactly) {
   position.images_seen = 8;
   position.loss_sum = torch::tensor(12.25, torch::kDouble);
   position.loss_images = torch::tensor(8.0, torch::kDouble);
-  position.epochs_detail = nlohmann::json::array({{{"epoch", 0}, {"train_loss", 2.5}}});
+  EpochRecord first_epoch;
+  first_epoch.train_loss = 2.5;
+  first_epoch.phase_seconds = {{"forward", 0.125}};
+  position.epochs_detail = {first_epoch};
   auto parts = original.Parts();
   WriteFileAtomically(dir / "c.ckpt", SerializeCheckpoint(original.Identity(), parts, position));
   const torch::Tensor next_draw = torch::rand({5});  // what the generator gives after the save
@@ -219,7 +222,7 @@ TEST(Checkpoint, RestoresEveryPartExactly) {
   EXPECT_EQ(back.images_seen, 8);
   EXPECT_EQ(back.loss_sum.item<double>(), 12.25);
   EXPECT_EQ(back.loss_images.item<double>(), 8.0);
-  EXPECT_EQ(back.epochs_detail, position.epochs_detail);
+  EXPECT_EQ(EpochRecordsToJson(back.epochs_detail), EpochRecordsToJson(position.epochs_detail));
 
   // Both continue identically.
   torch::manual_seed(7);

@@ -123,8 +123,9 @@ TEST_F(TwoCpuReplicas, TrainToTheParametersOfOneProcessWithTheGlobalBatch) {
   EXPECT_LE(worst_loss, tolerance_) << "the returned loss is the global batch's mean";
   EXPECT_LE(MaxRelativeDifference(primary_->parameters(), single_->parameters()), tolerance_);
 
-  nlohmann::json summary;
-  dp_->Report(summary);
+  RunSummary record;
+  dp_->Report(record);
+  const nlohmann::json summary = record.ToJson();
   EXPECT_EQ(summary["devices"], nlohmann::json::array({"cpu", "cpu"}));
   EXPECT_EQ(summary["dp_comm"], "copy");
   EXPECT_EQ(summary["dp_timing"]["forward_backward_calls"], 20);
