@@ -7,6 +7,16 @@
 #include "worker/trainer.h"
 
 namespace mgpu {
+namespace {
+
+constexpr char kWorldImagesPerSecond[] = "world_images_per_second";
+
+}  // namespace
+
+double WorldImagesPerSecond(const nlohmann::json& launcher) {
+  const auto speed = launcher.find(kWorldImagesPerSecond);
+  return speed != launcher.end() && speed->is_number() ? speed->get<double>() : 0.0;
+}
 
 void WriteJobSummary(const std::string& out, const TrainConfig& config, int world_size, const JobReport& report,
                      const std::vector<RankView>& ranks) {
@@ -62,7 +72,7 @@ void WriteJobSummary(const std::string& out, const TrainConfig& config, int worl
     }
     per_rank.push_back(entry);
   }
-  launcher["world_images_per_second"] = world_images_per_second;
+  launcher[kWorldImagesPerSecond] = world_images_per_second;
   launcher["ranks"] = per_rank;
   if (report.failure) {
     const JobFailure& f = *report.failure;

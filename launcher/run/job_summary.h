@@ -46,4 +46,7 @@ struct JobReport {
 void WriteJobSummary(const std::string& out, const TrainConfig& config, int world_size, const JobReport& report,
                      const std::vector<RankView>& ranks);
 
+// The job's images per second from summary.json's `launcher` record (0 when it has none).
+double WorldImagesPerSecond(const nlohmann::json& launcher);
+
 }  // namespace mgpu

@@ -8,6 +8,8 @@
 
 #include "common/files.h"
 #include "common/split.h"
+#include "launcher/run/job_summary.h"
+#include "report/run_summary.h"
 
 namespace mgpu {
 namespace {
@@ -69,28 +71,16 @@ std::optional<JobResult> ReadResult(const std::string& run_folder) {
   const std::string path = run_folder + "/summary.json";
   if (!IsRegularFile(path)) return std::nullopt;
   try {
-    const nlohmann::json summary = nlohmann::json::parse(ReadFile(path));
+    const RunSummary summary = RunSummaryFromJson(nlohmann::json::parse(ReadFile(path)));
     JobResult result;
-    auto number = [&](const char* key) {
-      const auto found = summary.find(key);
-      return found != summary.end() && found->is_number() ? found->get<double>() : 0.0;
-    };
-    auto text = [&](const nlohmann::json& object, const char* key) {
-      const auto found = object.find(key);
-      return found != object.end() && found->is_string() ? found->get<std::string>() : std::string();
-    };
-    result.status = text(summary, "status");
-    result.error = text(summary, "error");
-    result.test_accuracy = number("test_accuracy");
-    result.test_loss = number("test_loss");
-    result.steps = static_cast<int64_t>(number("steps"));
-    result.total_seconds = number("total_seconds");
-    result.resumed_from = text(summary, "resumed_from");
-    const auto launcher = summary.find("launcher");
-    if (launcher != summary.end() && launcher->is_object()) {
-      const auto speed = launcher->find("world_images_per_second");
-      if (speed != launcher->end() && speed->is_number()) result.images_per_second = speed->get<double>();
-    }
+    result.status = summary.status;
+    result.error = summary.error;
+    result.test_accuracy = summary.test_accuracy.value_or(0.0);
+    result.test_loss = summary.test_loss.value_or(0.0);
+    result.steps = summary.steps.value_or(0);
+    result.total_seconds = summary.total_seconds;
+    result.resumed_from = summary.resumed_from.value_or("");
+    if (summary.launcher) result.images_per_second = WorldImagesPerSecond(*summary.launcher);
     return result;
   } catch (const std::exception&) {
     return std::nullopt;
