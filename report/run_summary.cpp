@@ -1,5 +1,6 @@
 #include "report/run_summary.h"
 
+#include <limits>
 #include <type_traits>
 
 namespace mgpu {
@@ -244,6 +245,12 @@ bool FromValue(const nlohmann::json& json, T& out) {
     return true;
   } else {
     static_assert(std::is_arithmetic_v<T>, "a summary field is a record, list, map, string, bool or number");
+    if constexpr (std::is_floating_point_v<T>) {
+      if (json.is_null()) {  // a list's non-finite number, as nlohmann::json writes NaN
+        out = std::numeric_limits<T>::quiet_NaN();
+        return true;
+      }
+    }
     if (!json.is_number()) return false;
     out = json.get<T>();
     return true;

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -23,21 +24,24 @@
 
 namespace mgpu {
 
-// One epoch of training and its evaluation (summary.json's epochs_detail[]).
+// One epoch of training and its evaluation (summary.json's epochs_detail[]). The worker sets
+// every field; a number a file read lacks is NaN (a report shows "-" for it, not 0).
 struct EpochRecord {
+  static constexpr double kAbsent = std::numeric_limits<double>::quiet_NaN();
+
   int64_t epoch = 0;  // 0-based
-  double train_loss = 0;
-  double seconds = 0;  // the epoch's training, evaluation excluded
-  double images_per_second = 0;
-  double data_wait_seconds = 0;
-  double compute_seconds = 0;
-  double comm_seconds = 0;
+  double train_loss = kAbsent;
+  double seconds = kAbsent;  // the epoch's training, evaluation excluded
+  double images_per_second = kAbsent;
+  double data_wait_seconds = kAbsent;
+  double compute_seconds = kAbsent;
+  double comm_seconds = kAbsent;
   std::map<std::string, double> phase_seconds;       // device time per step phase (and collectives_total)
   std::map<std::string, double> host_phase_seconds;  // the same phases on the host
   int64_t steps = 0;
-  double eval_seconds = 0;
-  double test_loss = 0;
-  double test_accuracy = 0;  // percent
+  double eval_seconds = kAbsent;
+  double test_loss = kAbsent;
+  double test_accuracy = kAbsent;  // percent
 };
 
 // A run stopped by a signal at a step boundary.
@@ -112,7 +116,7 @@ struct RunSummary {
 
   // What the run found.
   int64_t skipped_images = 0;
-  double total_seconds = 0;
+  std::optional<double> total_seconds;  // SummaryFromConfig starts it at 0
   std::optional<int64_t> steps;
   std::optional<double> final_lr;
   std::optional<double> test_accuracy, test_loss;
@@ -140,8 +144,10 @@ struct RunSummary {
 
   nlohmann::json ToJson() const;
 
-  // The last epoch's images per second; 0 when no epoch finished.
-  double LastImagesPerSecond() const { return epochs_detail.empty() ? 0.0 : epochs_detail.back().images_per_second; }
+  // The last epoch's images per second; NaN when no epoch finished.
+  double LastImagesPerSecond() const {
+    return epochs_detail.empty() ? EpochRecord::kAbsent : epochs_detail.back().images_per_second;
+  }
 };
 
 // The record of `json` (lenient: see the top of this file). A non-object gives a default record.

@@ -42,6 +42,7 @@ RunSummary SummaryFromConfig(const TrainConfig& config, const WorldInfo& world) 
   summary.seed = config.seed;
   summary.name = config.name;
   summary.rendezvous_source = world.source;
+  summary.total_seconds = 0.0;
   return summary;
 }
 

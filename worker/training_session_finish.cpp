@@ -218,7 +218,7 @@ std::optional<StopRequest> TrainingSession::Finish() {
   summary_.status = "ok";
   // Without loss scaling the scale is 1 throughout: a final scale would say nothing.
   log_.info("done: {} steps in {:.1f} s, test accuracy {:.2f}%, param_checksum {:.6f}, {} steps skipped{}", step_,
-            summary_.total_seconds, summary_.test_accuracy.value_or(std::nan("")), checksum, summary_.skipped_steps,
+            *summary_.total_seconds, summary_.test_accuracy.value_or(std::nan("")), checksum, summary_.skipped_steps,
             scaler_->enabled() ? fmt::format(", final loss scale {}", summary_.final_loss_scale) : "");
   return std::nullopt;
 }

@@ -109,7 +109,7 @@ coordinator::FinishRequest Outcome(const Status& status, const RunSummary& summa
   outcome.set_exit_code(status.exit_code());
   outcome.set_error(status.ok() ? "" : status.ToString());
   if (!status.ok()) outcome.set_error_origin(origin);
-  outcome.set_total_seconds(summary.total_seconds);
+  outcome.set_total_seconds(summary.total_seconds.value_or(0.0));
   outcome.set_steps(summary.steps.value_or(0));
   outcome.set_test_accuracy(summary.test_accuracy.value_or(std::nan("")));
   if (!summary.epochs_detail.empty()) outcome.set_images_per_second(summary.LastImagesPerSecond());

@@ -42,9 +42,9 @@ RunSample Execute(const std::vector<std::string>& argv, const std::string& folde
   RemovePath(folder + "/summary.json");  // never report a stale result
   sample.exit_code = RunAndWait(argv);
   try {
-    sample.summary = nlohmann::json::parse(ReadFile(folder + "/summary.json"));
+    sample.summary = SummaryOf(nlohmann::json::parse(ReadFile(folder + "/summary.json")));
   } catch (const std::exception&) {
-    sample.summary = nullptr;
+    sample.summary = std::nullopt;
   }
   return sample;
 }

@@ -19,17 +19,18 @@ struct Column {
   std::string (*cell)(const ComparisonRow&);
 };
 
-double Sum(const nlohmann::json& epochs, const char* key) {
+// The sum over a run's epochs of one of their numbers (an absent one counts 0).
+double Sum(const std::vector<EpochRecord>& epochs, double EpochRecord::*number) {
   double total = 0;
-  for (const auto& e : epochs) total += e.value(key, 0.0);
+  for (const EpochRecord& e : epochs) total += std::isnan(e.*number) ? 0.0 : e.*number;
   return total;
 }
 
-std::string Fixed(const nlohmann::json& value, int digits) {
-  return value.is_number() ? fmt::format("{:.{}f}", value.get<double>(), digits) : "-";
+std::string Fixed(const std::optional<double>& value, int digits) {
+  return value ? fmt::format("{:.{}f}", *value, digits) : "-";
 }
 
-bool HasSummary(const ComparisonRow& r) { return r.summary.is_object(); }
+bool HasSummary(const ComparisonRow& r) { return r.summary.has_value(); }
 
 // A failed run's times and throughput mean nothing (it stopped early, or never started): "-".
 bool HasResults(const ComparisonRow& r) { return HasSummary(r) && !RunFailed(r); }
@@ -62,38 +63,41 @@ std::string Status(const ComparisonRow& r) {
                        : fmt::format("failed (exit {}, no summary)", r.exit_code);
 }
 
-std::string Field(const ComparisonRow& r, const char* key) {
-  if (!HasSummary(r) || !r.summary.contains(key)) return "-";
-  const auto& v = r.summary[key];
-  return v.is_string() ? v.get<std::string>() : v.dump();
+std::string Text(const ComparisonRow& r, std::string RunSummary::*field) {
+  return HasSummary(r) && !((*r.summary).*field).empty() ? (*r.summary).*field : "-";
+}
+
+std::string Count(const ComparisonRow& r, int64_t RunSummary::*field) {
+  return HasSummary(r) ? std::to_string((*r.summary).*field) : "-";
 }
 
 std::vector<Column> Columns(const std::vector<ComparisonRow>& rows) {
   std::vector<Column> columns = {
       {"run", [](const ComparisonRow& r) { return r.name; }},
-      {"mode", [](const ComparisonRow& r) { return Field(r, "mode"); }},
-      {"world", [](const ComparisonRow& r) { return Field(r, "world_size"); }},
-      {"precision", [](const ComparisonRow& r) { return Field(r, "precision"); }},
-      {"workers", [](const ComparisonRow& r) { return Field(r, "num_workers"); }},
-      {"batch", [](const ComparisonRow& r) { return Field(r, "batch_size"); }},
+      {"mode", [](const ComparisonRow& r) { return Text(r, &RunSummary::mode); }},
+      {"world", [](const ComparisonRow& r) { return Count(r, &RunSummary::world_size); }},
+      {"precision", [](const ComparisonRow& r) { return Text(r, &RunSummary::precision); }},
+      {"workers", [](const ComparisonRow& r) { return Count(r, &RunSummary::num_workers); }},
+      {"batch", [](const ComparisonRow& r) { return Count(r, &RunSummary::batch_size); }},
       {"status", Status},
-      {"accuracy %", [](const ComparisonRow& r) { return HasSummary(r) ? Fixed(r.summary["test_accuracy"], 2) : "-"; }},
-      {"total s", [](const ComparisonRow& r) { return HasResults(r) ? Fixed(r.summary["total_seconds"], 1) : "-"; }},
+      {"accuracy %", [](const ComparisonRow& r) { return HasSummary(r) ? Fixed(r.summary->test_accuracy, 2) : "-"; }},
+      {"total s", [](const ComparisonRow& r) { return HasResults(r) ? Fixed(r.summary->total_seconds, 1) : "-"; }},
       {"train s", [](const ComparisonRow& r) {
-         return HasResults(r) ? fmt::format("{:.1f}", Sum(r.summary["epochs_detail"], "seconds")) : "-"; }},
+         return HasResults(r) ? fmt::format("{:.1f}", Sum(r.summary->epochs_detail, &EpochRecord::seconds)) : "-"; }},
       {"data wait s", [](const ComparisonRow& r) {
-         return HasResults(r) ? fmt::format("{:.1f}", Sum(r.summary["epochs_detail"], "data_wait_seconds")) : "-"; }},
+         return HasResults(r) ? fmt::format("{:.1f}", Sum(r.summary->epochs_detail, &EpochRecord::data_wait_seconds))
+                              : "-"; }},
       {"compute s", [](const ComparisonRow& r) {
-         return HasResults(r) ? fmt::format("{:.1f}", Sum(r.summary["epochs_detail"], "compute_seconds")) : "-"; }},
+         return HasResults(r) ? fmt::format("{:.1f}", Sum(r.summary->epochs_detail, &EpochRecord::compute_seconds))
+                              : "-"; }},
       {"img/s", [](const ComparisonRow& r) {
          if (const std::optional<RepeatStats> stats = ThroughputStats(r)) return fmt::format("{:.0f}", stats->median);
          const double rate = HasResults(r) ? SummaryImagesPerSecond(r.summary) : NAN;
          return std::isfinite(rate) ? fmt::format("{:.0f}", rate) : std::string("-"); }},
       {"peak MiB", [](const ComparisonRow& r) {
-         if (!HasSummary(r) || !r.summary["peak_memory_bytes"].is_array() || r.summary["peak_memory_bytes"].empty())
-           return std::string("-");
+         if (!HasSummary(r) || r.summary->peak_memory_bytes.empty()) return std::string("-");
          double peak = 0;
-         for (const auto& b : r.summary["peak_memory_bytes"]) peak = std::max(peak, b.get<double>());
+         for (int64_t b : r.summary->peak_memory_bytes) peak = std::max(peak, static_cast<double>(b));
          return fmt::format("{:.0f}", peak / (1 << 20)); }},
   };
   // With --repeat: how many ran, how far their throughputs spread, and which strayed.
@@ -139,13 +143,12 @@ std::string Markdown(const ComparePlan& plan, const std::vector<ComparisonRow>& 
       continue;
     }
     if (RunFailed(row)) md += "\nError: " + RunError(row) + "\n";
-    const auto& per_class = row.summary["per_class_accuracy"];
-    const auto& names = row.summary.contains("class_names") ? row.summary["class_names"] : nlohmann::json::array();
-    if (per_class.is_array() && !per_class.empty()) {
+    const std::vector<double>& per_class = row.summary->per_class_accuracy;
+    const std::vector<std::string> names = row.summary->class_names.value_or(std::vector<std::string>());
+    if (!per_class.empty()) {
       md += "\n| class | accuracy % |\n| --- | --- |\n";
       for (size_t c = 0; c < per_class.size(); ++c) {
-        md += fmt::format("| {} | {:.2f} |\n", c < names.size() ? names[c].get<std::string>() : std::to_string(c),
-                          per_class[c].get<double>());
+        md += fmt::format("| {} | {:.2f} |\n", c < names.size() ? names[c] : std::to_string(c), per_class[c]);
       }
     }
   }
@@ -154,21 +157,20 @@ std::string Markdown(const ComparePlan& plan, const std::vector<ComparisonRow>& 
 
 }  // namespace
 
-double SummaryImagesPerSecond(const nlohmann::json& summary) {
-  if (!summary.is_object() || !summary.contains("epochs_detail") || !summary["epochs_detail"].is_array() ||
-      summary["epochs_detail"].empty()) {
-    return NAN;
-  }
-  const nlohmann::json& last = summary["epochs_detail"].back();
-  return last.is_object() && last.contains("images_per_second") && last["images_per_second"].is_number()
-             ? last["images_per_second"].get<double>() : NAN;
+std::optional<RunSummary> SummaryOf(const nlohmann::json& parsed) {
+  if (!parsed.is_object()) return std::nullopt;
+  return RunSummaryFromJson(parsed);
+}
+
+double SummaryImagesPerSecond(const std::optional<RunSummary>& summary) {
+  return summary ? summary->LastImagesPerSecond() : NAN;
 }
 
 void AddSample(ComparisonRow& row, RunSample sample) {
   row.samples.push_back(std::move(sample));
   const RunSample* chosen = nullptr;
   for (const RunSample& s : row.samples) {
-    const bool failed = s.exit_code != 0 || !s.summary.is_object() || s.summary.value("status", "") != "ok";
+    const bool failed = s.exit_code != 0 || !s.summary || s.summary->status != "ok";
     if (failed) {
       chosen = &s;
       break;
@@ -186,14 +188,11 @@ void AddSample(ComparisonRow& row, RunSample sample) {
 }
 
 bool RunFailed(const ComparisonRow& row) {
-  return row.exit_code != 0 || !HasSummary(row) || row.summary.value("status", "") != "ok";
+  return row.exit_code != 0 || !HasSummary(row) || row.summary->status != "ok";
 }
 
 std::string RunError(const ComparisonRow& row) {
-  if (HasSummary(row) && row.summary.contains("error") && row.summary["error"].is_string() &&
-      !row.summary["error"].get<std::string>().empty()) {
-    return row.summary["error"].get<std::string>();
-  }
+  if (HasSummary(row) && !row.summary->error.empty()) return row.summary->error;
   return HasSummary(row) ? fmt::format("exit code {}", row.exit_code)
                          : fmt::format("exit code {}, no summary.json", row.exit_code);
 }
@@ -212,7 +211,7 @@ void WriteComparison(const std::string& out, const ComparePlan& plan, const std:
   nlohmann::json runs = nlohmann::json::array();
   for (const auto& row : rows) {
     nlohmann::json entry = {{"name", row.name}, {"folder", row.folder}, {"exit_code", row.exit_code},
-                            {"summary", row.summary}};
+                            {"summary", row.summary ? row.summary->ToJson() : nlohmann::json()}};
     if (row.samples.size() > 1) {
       nlohmann::json repeats = nlohmann::json::array();
       for (const RunSample& s : row.samples) {

@@ -3,6 +3,7 @@
 // printed as a table on the terminal.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,14 +11,22 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/compare/compare_plan.h"
+#include "report/run_summary.h"
 
 namespace mgpu {
 
+// The record of a summary.json's parsed text; nullopt unless it is a JSON object.
+std::optional<RunSummary> SummaryOf(const nlohmann::json& parsed);
+
 // One execution of a planned run.
 struct RunSample {
-  std::string folder;      // its output folder
-  int exit_code = 0;       // mgpu-worker's (or mgpu run's) exit code
-  nlohmann::json summary;  // its summary.json; null if it wrote none
+  RunSample() = default;
+  RunSample(std::string folder, int exit_code, const nlohmann::json& parsed_summary)
+      : folder(std::move(folder)), exit_code(exit_code), summary(SummaryOf(parsed_summary)) {}
+
+  std::string folder;                 // its output folder
+  int exit_code = 0;                  // mgpu-worker's (or mgpu run's) exit code
+  std::optional<RunSummary> summary;  // its summary.json; nullopt if it wrote none
 };
 
 // A planned run as reported: the execution that stands for it, and every repeat (`mgpu compare
@@ -26,13 +35,13 @@ struct RunSample {
 struct ComparisonRow {
   ComparisonRow() = default;
   // A row of one run, with no repeats recorded.
-  ComparisonRow(std::string name, std::string folder, int exit_code, nlohmann::json summary)
-      : name(std::move(name)), folder(std::move(folder)), exit_code(exit_code), summary(std::move(summary)) {}
+  ComparisonRow(std::string name, std::string folder, int exit_code, const nlohmann::json& parsed_summary)
+      : name(std::move(name)), folder(std::move(folder)), exit_code(exit_code), summary(SummaryOf(parsed_summary)) {}
 
   std::string name;
   std::string folder;        // the representative repeat's output folder
   int exit_code = 0;         // ... its exit code
-  nlohmann::json summary;    // ... its summary.json; null if it wrote none
+  std::optional<RunSummary> summary;  // ... its summary.json; nullopt if it wrote none
   std::vector<RunSample> samples;  // every repeat, in the order they ran (empty: the row alone)
 };
 
@@ -41,7 +50,7 @@ struct ComparisonRow {
 void AddSample(ComparisonRow& row, RunSample sample);
 
 // Training throughput of a summary: the last epoch's images/s; NaN when there is none.
-double SummaryImagesPerSecond(const nlohmann::json& summary);
+double SummaryImagesPerSecond(const std::optional<RunSummary>& summary);
 
 // Whether the run failed: a non-zero exit code, no summary.json, or a summary whose status is not
 // "ok". Every report marks the same runs failed.

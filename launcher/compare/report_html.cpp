@@ -46,8 +46,6 @@ struct RunData {
   std::vector<double> per_class;  // accuracy % per class
 };
 
-bool IsFinite(const nlohmann::json& v) { return v.is_number() && std::isfinite(v.get<double>()); }
-
 std::vector<std::string> SplitCsvLine(const std::string& line) {
   std::vector<std::string> fields(1);
   for (char c : line) {
@@ -112,26 +110,23 @@ RunData Extract(const ComparisonRow& row, size_t index) {
   run.name = row.name;
   run.color = RunColor(index);
   run.loss = ReadLossCurve(row.folder);
-  if (!row.summary.is_object()) return run;
-  const nlohmann::json& s = row.summary;
-  const nlohmann::json epochs = s.contains("epochs_detail") && s["epochs_detail"].is_array()
-                                    ? s["epochs_detail"] : nlohmann::json::array();
+  if (!row.summary) return run;
+  const RunSummary& s = *row.summary;
+  const std::vector<EpochRecord>& epochs = s.epochs_detail;
   double throughput_sum = 0, wait = 0, compute = 0, comm = 0;
   int throughput_count = 0;
-  for (size_t i = 0; i < epochs.size(); ++i) {
-    const nlohmann::json& e = epochs[i];
-    if (!e.is_object()) continue;
+  for (const EpochRecord& e : epochs) {
     // epochs_detail counts epochs from 0, as metrics.csv does; the chart counts from 1, as the
     // log's "epoch 1/N" and the reader do.
-    const double epoch = (IsFinite(e.value("epoch", nlohmann::json())) ? e["epoch"].get<double>() : double(i)) + 1;
-    if (IsFinite(e.value("test_accuracy", nlohmann::json()))) run.accuracy.emplace_back(epoch, e["test_accuracy"].get<double>());
-    if (IsFinite(e.value("images_per_second", nlohmann::json()))) {
-      throughput_sum += e["images_per_second"].get<double>();
+    const double epoch = static_cast<double>(e.epoch) + 1;
+    if (std::isfinite(e.test_accuracy)) run.accuracy.emplace_back(epoch, e.test_accuracy);
+    if (std::isfinite(e.images_per_second)) {
+      throughput_sum += e.images_per_second;
       ++throughput_count;
     }
-    if (IsFinite(e.value("data_wait_seconds", nlohmann::json()))) wait += e["data_wait_seconds"].get<double>();
-    if (IsFinite(e.value("compute_seconds", nlohmann::json()))) compute += e["compute_seconds"].get<double>();
-    if (IsFinite(e.value("comm_seconds", nlohmann::json()))) comm += e["comm_seconds"].get<double>();
+    if (std::isfinite(e.data_wait_seconds)) wait += e.data_wait_seconds;
+    if (std::isfinite(e.compute_seconds)) compute += e.compute_seconds;
+    if (std::isfinite(e.comm_seconds)) comm += e.comm_seconds;
   }
   if (throughput_count > 0) run.images_per_second = throughput_sum / throughput_count;
   if (!epochs.empty()) {
@@ -139,15 +134,11 @@ RunData Extract(const ComparisonRow& row, size_t index) {
     run.compute_seconds = compute;
     run.comm_seconds = comm;
   }
-  if (s.contains("peak_memory_bytes") && s["peak_memory_bytes"].is_array()) {
-    for (const auto& bytes : s["peak_memory_bytes"]) {
-      if (IsFinite(bytes)) run.peak_mib = std::isnan(run.peak_mib) ? bytes.get<double>() / kMiB
-                                                                     : std::max(run.peak_mib, bytes.get<double>() / kMiB);
-    }
+  for (int64_t bytes : s.peak_memory_bytes) {
+    const double mib = static_cast<double>(bytes) / kMiB;
+    run.peak_mib = std::isnan(run.peak_mib) ? mib : std::max(run.peak_mib, mib);
   }
-  if (s.contains("per_class_accuracy") && s["per_class_accuracy"].is_array()) {
-    for (const auto& a : s["per_class_accuracy"]) run.per_class.push_back(IsFinite(a) ? a.get<double>() : kNaN);
-  }
+  for (double accuracy : s.per_class_accuracy) run.per_class.push_back(std::isfinite(accuracy) ? accuracy : kNaN);
   return run;
 }
 
@@ -408,10 +399,8 @@ std::string PerClassSection(const std::vector<ComparisonRow>& rows, const std::v
   std::vector<std::string> class_names;
   for (size_t i = 0; i < runs.size(); ++i) {
     classes = std::max(classes, runs[i].per_class.size());
-    const nlohmann::json& s = rows[i].summary;
-    if (class_names.empty() && s.is_object() && s.contains("class_names") && s["class_names"].is_array()) {
-      for (const auto& n : s["class_names"]) class_names.push_back(n.is_string() ? n.get<std::string>() : n.dump());
-    }
+    const std::optional<RunSummary>& s = rows[i].summary;
+    if (class_names.empty() && s && s->class_names) class_names = *s->class_names;
   }
   std::vector<std::string> categories;
   for (size_t c = 0; c < classes; ++c) categories.push_back(c < class_names.size() ? class_names[c] : std::to_string(c));
@@ -430,10 +419,12 @@ std::string PerClassSection(const std::vector<ComparisonRow>& rows, const std::v
   return Section("per-class", text.title, series.empty() ? "" : BarChart(text, categories, series, false), left_out, "");
 }
 
-std::string Cell(const ComparisonRow& row, const char* key) {
-  if (!row.summary.is_object() || !row.summary.contains(key) || row.summary[key].is_null()) return "-";
-  const auto& v = row.summary[key];
-  return HtmlEscape(v.is_string() ? v.get<std::string>() : v.dump());
+std::string Cell(const ComparisonRow& row, std::string RunSummary::*field) {
+  return row.summary && !((*row.summary).*field).empty() ? HtmlEscape((*row.summary).*field) : "-";
+}
+
+std::string Cell(const ComparisonRow& row, int64_t RunSummary::*field) {
+  return row.summary ? std::to_string((*row.summary).*field) : "-";
 }
 
 std::string Number(double value, int digits) { return std::isnan(value) ? "-" : fmt::format("{:.{}f}", value, digits); }
@@ -446,16 +437,14 @@ std::string ResultsTable(const std::vector<ComparisonRow>& rows, const std::vect
   for (size_t i = 0; i < rows.size(); ++i) {
     const ComparisonRow& row = rows[i];
     const bool failed = RunFailed(row);
-    const double accuracy = row.summary.is_object() && IsFinite(row.summary.value("test_accuracy", nlohmann::json()))
-                                ? row.summary["test_accuracy"].get<double>() : kNaN;
+    const double accuracy = row.summary ? row.summary->test_accuracy.value_or(kNaN) : kNaN;
     // A failed run's time and throughput mean nothing (it stopped early, or never started).
-    const double seconds = !failed && IsFinite(row.summary.value("total_seconds", nlohmann::json()))
-                               ? row.summary["total_seconds"].get<double>() : kNaN;
+    const double seconds = !failed ? row.summary->total_seconds.value_or(kNaN) : kNaN;
     html += fmt::format(
         "<tr class=\"{}\"><td><span class=\"swatch\" style=\"background:{}\"></span>{}<div class=\"folder\">{}</div></td>"
         "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-        failed ? "failed" : "ok", runs[i].color, HtmlEscape(row.name), HtmlEscape(row.folder), Cell(row, "mode"),
-        Cell(row, "precision"), Cell(row, "num_workers"), Cell(row, "batch_size"),
+        failed ? "failed" : "ok", runs[i].color, HtmlEscape(row.name), HtmlEscape(row.folder), Cell(row, &RunSummary::mode),
+        Cell(row, &RunSummary::precision), Cell(row, &RunSummary::num_workers), Cell(row, &RunSummary::batch_size),
         failed ? "failed: <span class=\"error\">" + HtmlEscape(RunError(row)) + "</span>" : std::string("ok"),
         Number(accuracy, 2), Number(seconds, 1), Number(failed ? kNaN : runs[i].images_per_second, 0),
         Number(runs[i].peak_mib, 0));

@@ -78,7 +78,7 @@ std::optional<JobResult> ReadResult(const std::string& run_folder) {
     result.test_accuracy = summary.test_accuracy.value_or(0.0);
     result.test_loss = summary.test_loss.value_or(0.0);
     result.steps = summary.steps.value_or(0);
-    result.total_seconds = summary.total_seconds;
+    result.total_seconds = summary.total_seconds.value_or(0.0);
     result.resumed_from = summary.resumed_from.value_or("");
     if (summary.launcher) result.images_per_second = WorldImagesPerSecond(*summary.launcher);
     return result;

@@ -62,7 +62,7 @@ TEST(AddSample, TheMedianRepeatStandsForTheRow) {
   AddSample(row, {"r/repeat-2", 0, Summary("ok", 158, 300.0)});
   AddSample(row, {"r/repeat-3", 0, Summary("ok", 19210, 3.1)});
   EXPECT_EQ(row.folder, "r/repeat-3");
-  EXPECT_EQ(row.summary["total_seconds"], 3.1);
+  EXPECT_EQ(row.summary->total_seconds, 3.1);
   EXPECT_EQ(row.samples.size(), 3u);
 }
 
