@@ -78,9 +78,13 @@ void RouteErrors(jpeg_decompress_struct& info, JpegErrorManager& errors) {
   throw BadInputError(fmt::format("{}: cannot decode the image: {}", name, error));
 }
 
-// Returns an empty string on success, else libjpeg's message. Only trivially destructible
-// objects live between setjmp and a longjmp.
-std::string DecodeJpeg(const uint8_t* bytes, size_t size, DecodedImage& image) {
+// Reads a JPEG's header with libjpeg's errors routed here and refuses images over the pixel
+// limit, then runs `decode(info)`, which returns "" or why it gave up, and destroys the
+// decompressor. Returns "" on success, else libjpeg's message or decode's. The setjmp lives in
+// this frame: `decode` may call libjpeg freely, but holds only trivially destructible locals
+// (a libjpeg error longjmps past its frame).
+template <typename Decode>
+std::string WithJpegHeader(const uint8_t* bytes, size_t size, Decode&& decode) {
   jpeg_decompress_struct info;
   JpegErrorManager errors;
   RouteErrors(info, errors);
@@ -91,22 +95,29 @@ std::string DecodeJpeg(const uint8_t* bytes, size_t size, DecodedImage& image) {
   jpeg_create_decompress(&info);
   jpeg_mem_src(&info, bytes, static_cast<unsigned long>(size));
   jpeg_read_header(&info, TRUE);
-  if (std::string too_large = CheckPixelCount(info.image_width, info.image_height); !too_large.empty()) {
-    jpeg_destroy_decompress(&info);
-    return too_large;
-  }
   info.out_color_space = JCS_RGB;  // libjpeg converts YCbCr and grayscale; CMYK fails here
-  jpeg_start_decompress(&info);
-  image.height = info.output_height;
-  image.width = info.output_width;
-  image.rgb.resize(static_cast<size_t>(image.height * image.width * 3));
-  while (info.output_scanline < info.output_height) {
-    JSAMPROW row = image.rgb.data() + static_cast<size_t>(info.output_scanline) * image.width * 3;
-    jpeg_read_scanlines(&info, &row, 1);
+  if (!CheckPixelCount(info.image_width, info.image_height).empty()) {  // no string outlives a libjpeg call here
+    jpeg_destroy_decompress(&info);
+    return CheckPixelCount(info.image_width, info.image_height);
   }
-  jpeg_finish_decompress(&info);
+  std::string result = decode(info);
   jpeg_destroy_decompress(&info);
-  return "";
+  return result;
+}
+
+std::string DecodeJpeg(const uint8_t* bytes, size_t size, DecodedImage& image) {
+  return WithJpegHeader(bytes, size, [&image](jpeg_decompress_struct& info) {
+    jpeg_start_decompress(&info);
+    image.height = info.output_height;
+    image.width = info.output_width;
+    image.rgb.resize(static_cast<size_t>(image.height * image.width * 3));
+    while (info.output_scanline < info.output_height) {
+      JSAMPROW row = image.rgb.data() + static_cast<size_t>(info.output_scanline) * image.width * 3;
+      jpeg_read_scanlines(&info, &row, 1);
+    }
+    jpeg_finish_decompress(&info);
+    return std::string();
+  });
 }
 
 // libpng's simplified API converts every PNG flavour to 8-bit RGB and handles its own errors.
@@ -144,54 +155,38 @@ int64_t Scaled(int64_t x, int64_t full, int64_t scaled) {
   return (2 * x * scaled + full) / (2 * full);  // rounded to nearest
 }
 
-// DecodeJpeg's region variant; the same setjmp rules.
+// DecodeJpeg's region variant: the window `pick` chooses, at the smallest DCT scale that keeps
+// it at least `min_size`. The rows below the window are never decoded (destroying the
+// decompressor aborts the rest).
 std::string DecodeJpegRegion(const uint8_t* bytes, size_t size, const std::function<Window(ImageSize)>& pick,
                              ImageSize min_size, DecodedRegion& region) {
-  jpeg_decompress_struct info;
-  JpegErrorManager errors;
-  RouteErrors(info, errors);
-  if (setjmp(errors.jump) != 0) {
-    jpeg_destroy_decompress(&info);
-    return errors.message;
-  }
-  jpeg_create_decompress(&info);
-  jpeg_mem_src(&info, bytes, static_cast<unsigned long>(size));
-  jpeg_read_header(&info, TRUE);
-  info.out_color_space = JCS_RGB;
-  const ImageSize full{info.image_height, info.image_width};
-  if (full.height == 0 || full.width == 0) {
-    jpeg_destroy_decompress(&info);
-    return "the image is empty (0 pixels)";
-  }
-  if (std::string too_large = CheckPixelCount(info.image_width, info.image_height); !too_large.empty()) {
-    jpeg_destroy_decompress(&info);
-    return too_large;
-  }
-  const Window window = pick(full);
-  info.scale_num = static_cast<unsigned int>(DctScale(window, min_size));
-  info.scale_denom = 8;
-  jpeg_start_decompress(&info);
-  const int64_t out_h = info.output_height, out_w = info.output_width;
-  // The window in the scaled image, at least one pixel each way.
-  const int64_t y0 = std::min(Scaled(window.top, full.height, out_h), out_h - 1);
-  const int64_t y1 = std::clamp(Scaled(window.top + window.height, full.height, out_h), y0 + 1, out_h);
-  const int64_t x0 = std::min(Scaled(window.left, full.width, out_w), out_w - 1);
-  const int64_t x1 = std::clamp(Scaled(window.left + window.width, full.width, out_w), x0 + 1, out_w);
-  // libjpeg widens the columns to whole iMCUs; output_width becomes the decoded width.
-  JDIMENSION crop_x = static_cast<JDIMENSION>(x0), crop_w = static_cast<JDIMENSION>(x1 - x0);
-  jpeg_crop_scanline(&info, &crop_x, &crop_w);
-  if (y0 > 0) jpeg_skip_scanlines(&info, static_cast<JDIMENSION>(y0));
-  region.image.height = y1 - y0;
-  region.image.width = info.output_width;
-  region.image.rgb.resize(static_cast<size_t>(region.image.height * region.image.width * 3));
-  for (int64_t y = 0; y < region.image.height; ++y) {
-    JSAMPROW row = region.image.rgb.data() + static_cast<size_t>(y * region.image.width * 3);
-    jpeg_read_scanlines(&info, &row, 1);
-  }
-  region.window = Window{0, x0 - static_cast<int64_t>(crop_x), y1 - y0, x1 - x0};
-  // The rows below the window are never decoded: destroying aborts the decompression.
-  jpeg_destroy_decompress(&info);
-  return "";
+  return WithJpegHeader(bytes, size, [&](jpeg_decompress_struct& info) {
+    const ImageSize full{info.image_height, info.image_width};
+    if (full.height == 0 || full.width == 0) return std::string("the image is empty (0 pixels)");
+    const Window window = pick(full);
+    info.scale_num = static_cast<unsigned int>(DctScale(window, min_size));
+    info.scale_denom = 8;
+    jpeg_start_decompress(&info);
+    const int64_t out_h = info.output_height, out_w = info.output_width;
+    // The window in the scaled image, at least one pixel each way.
+    const int64_t y0 = std::min(Scaled(window.top, full.height, out_h), out_h - 1);
+    const int64_t y1 = std::clamp(Scaled(window.top + window.height, full.height, out_h), y0 + 1, out_h);
+    const int64_t x0 = std::min(Scaled(window.left, full.width, out_w), out_w - 1);
+    const int64_t x1 = std::clamp(Scaled(window.left + window.width, full.width, out_w), x0 + 1, out_w);
+    // libjpeg widens the columns to whole iMCUs; output_width becomes the decoded width.
+    JDIMENSION crop_x = static_cast<JDIMENSION>(x0), crop_w = static_cast<JDIMENSION>(x1 - x0);
+    jpeg_crop_scanline(&info, &crop_x, &crop_w);
+    if (y0 > 0) jpeg_skip_scanlines(&info, static_cast<JDIMENSION>(y0));
+    region.image.height = y1 - y0;
+    region.image.width = info.output_width;
+    region.image.rgb.resize(static_cast<size_t>(region.image.height * region.image.width * 3));
+    for (int64_t y = 0; y < region.image.height; ++y) {
+      JSAMPROW row = region.image.rgb.data() + static_cast<size_t>(y * region.image.width * 3);
+      jpeg_read_scanlines(&info, &row, 1);
+    }
+    region.window = Window{0, x0 - static_cast<int64_t>(crop_x), y1 - y0, x1 - x0};
+    return std::string();
+  });
 }
 
 bool IsJpeg(const uint8_t* bytes, size_t size) {
