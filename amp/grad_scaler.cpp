@@ -1,9 +1,7 @@
 #include "amp/grad_scaler.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <map>
 
 #include <fmt/format.h>
@@ -11,28 +9,6 @@
 #include "common/status.h"
 
 namespace mgpu {
-
-LossScaling ParseLossScaling(const std::string& text) {
-  if (text == "none") return LossScaling{};
-  if (text == "dynamic") return LossScaling{LossScaling::Mode::kDynamic, 1.0};
-  char* end = nullptr;
-  errno = 0;
-  const double value = std::strtod(text.c_str(), &end);
-  if (text.empty() || errno != 0 || *end != '\0' || !std::isfinite(value) || value <= 0) {
-    throw BadInputError(fmt::format("'{}' is not one of: none, dynamic, or a positive number (a static "
-                                    "scale such as 1024)", text));
-  }
-  return LossScaling{LossScaling::Mode::kStatic, value};
-}
-
-std::string LossScalingModeName(LossScaling::Mode mode) {
-  switch (mode) {
-    case LossScaling::Mode::kNone: return "none";
-    case LossScaling::Mode::kDynamic: return "dynamic";
-    case LossScaling::Mode::kStatic: return "static";
-  }
-  return "none";
-}
 
 GradScaler::GradScaler(LossScaling scaling, torch::Device device, GradScalerOptions options)
     : scaling_(scaling), options_(options) {

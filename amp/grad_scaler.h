@@ -24,20 +24,10 @@
 
 #include <torch/torch.h>
 
+#include "config/loss_scaling.h"
 #include "optim/fused_optimizer.h"
 
 namespace mgpu {
-
-// `--loss-scale none | dynamic | <positive number>`.
-struct LossScaling {
-  enum class Mode { kNone, kDynamic, kStatic };
-  Mode mode = Mode::kNone;
-  double static_scale = 1.0;  // kStatic only
-};
-// Throws BadInputError naming the accepted values.
-LossScaling ParseLossScaling(const std::string& text);
-// "none", "dynamic" or "static" (summary.json's loss_scale_mode).
-std::string LossScalingModeName(LossScaling::Mode mode);
 
 struct GradScalerOptions {
   double init_scale = 65536.0;  // 2^16, torch.amp.GradScaler's default

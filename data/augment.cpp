@@ -10,16 +10,6 @@
 
 namespace mgpu {
 
-const std::vector<std::string>& AugmentNames() {
-  static const std::vector<std::string> names = {"none", "affine", "crop-flip", "resize", "rrc-flip"};
-  return names;
-}
-
-const std::vector<std::string>& InterpolationNames() {
-  static const std::vector<std::string> names = {"nearest", "bilinear"};
-  return names;
-}
-
 AffineParams DrawAffine(CounterRng& rng, ImageSize size, double degrees, double translate,
                         double scale_min, double scale_max) {
   AffineParams params;
@@ -67,38 +57,8 @@ Window DrawResizedCrop(CounterRng& rng, ImageSize size, double scale_min, double
 }
 
 Augmentation::Augmentation(AugmentOptions options) : options_(std::move(options)) {
-  const auto& names = AugmentNames();
-  if (std::find(names.begin(), names.end(), options_.kind) == names.end()) {
-    throw BadInputError(fmt::format("--augment '{}' is not one of: {}", options_.kind,
-                                    fmt::join(names, ", ")));
-  }
-  if (options_.affine_interpolation == "nearest") {
-    interpolation_ = Interpolation::kNearest;
-  } else if (options_.affine_interpolation == "bilinear") {
-    interpolation_ = Interpolation::kBilinear;
-  } else {
-    throw BadInputError(fmt::format("--affine-interpolation '{}' is not one of: nearest, bilinear",
-                                    options_.affine_interpolation));
-  }
-  if (!(options_.affine_degrees >= 0 && options_.affine_degrees <= 180)) {
-    throw BadInputError(fmt::format("--affine-degrees {} must be within [0, 180]", options_.affine_degrees));
-  }
-  if (!(options_.affine_translate >= 0 && options_.affine_translate <= 1)) {
-    throw BadInputError(fmt::format("--affine-translate {} must be a fraction of the image size "
-                                    "within [0, 1]", options_.affine_translate));
-  }
-  if (!(options_.affine_scale_min > 0 && options_.affine_scale_min <= options_.affine_scale_max)) {
-    throw BadInputError(fmt::format("--affine-scale {},{} must be a range lo,hi with 0 < lo <= hi",
-                                    options_.affine_scale_min, options_.affine_scale_max));
-  }
-  if (options_.crop_padding < 0) {
-    throw BadInputError(fmt::format("--crop-padding {} must be >= 0", options_.crop_padding));
-  }
-  if (options_.resize < 0 || (options_.kind == "resize" && options_.resize == 0)) {
-    throw BadInputError(fmt::format("--augment {} needs --resize N with N > 0 (the output side in "
-                                    "pixels, e.g. 227 for AlexNet); got {}",
-                                    options_.kind, options_.resize));
-  }
+  ValidateAugmentOptions(options_);
+  interpolation_ = options_.affine_interpolation == "bilinear" ? Interpolation::kBilinear : Interpolation::kNearest;
 }
 
 ImageSize Augmentation::OutputSize(ImageSize input) const {

@@ -66,12 +66,6 @@ ImageDataset SyntheticSplit(const std::string& name, uint64_t split_id, int64_t 
 
 }  // namespace
 
-const std::vector<std::string>& DatasetNames() {
-  static const std::vector<std::string> names = {"fashion-mnist", "mnist", "cifar10", "imagefolder",
-                                                 "synthetic", "webdataset"};
-  return names;
-}
-
 TrainTestSplit MakeSyntheticDataset(int64_t train, int64_t test, int64_t side, uint64_t seed) {
   if (train < 1 || test < 1 || side < 1) {
     throw BadInputError(fmt::format("synthetic data needs at least 1 training image, 1 test image "

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "config/dataset_names.h"
 #include "data/augment.h"
 #include "data/image_dataset.h"
 #include "data/sample_source.h"
@@ -35,9 +36,6 @@ struct DatasetOptions {
 // the machine's physical memory (the rest is for the model, the batches and other processes:
 // DDP ranks on one host each hold their own copy), and streams it otherwise.
 constexpr double kMemoryBudgetFraction = 0.25;
-
-// Names accepted by LoadDataset, in the order help texts list them.
-const std::vector<std::string>& DatasetNames();
 
 // Loads `name` from `folder` (ignored for synthetic) into memory. Throws BadInputError.
 TrainTestSplit LoadDataset(const std::string& name, const std::string& folder,

@@ -6,6 +6,8 @@
 
 #include <torch/torch.h>
 
+#include "config/dataset_names.h"  // DefaultDataDir
+
 namespace mgpu {
 
 struct ImageDataset {
@@ -30,12 +32,6 @@ struct TrainTestSplit {
   std::string folder;                 // where the files were read from
   std::vector<std::string> warnings = {};  // for the log, e.g. images left out as unreadable
 };
-
-// Default folder of a named data set: $FASHION_MNIST_DIR or Debian's
-// /usr/share/datasets/fashion-mnist for fashion-mnist; $MNIST_DIR for mnist; $CIFAR10_DIR for
-// cifar10; "" for synthetic (nothing is read). Throws BadInputError, saying to pass --data-dir,
-// where there is none.
-std::string DefaultDataDir(const std::string& dataset);
 
 // Loads "fashion-mnist" or "mnist" from `folder` (the four IDX files, raw or .gz). Checks that
 // image and label counts agree and that labels are < 10. Throws BadInputError.

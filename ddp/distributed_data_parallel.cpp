@@ -41,10 +41,6 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     : module_(std::move(module)),
       communicator_(communicator),
       options_(std::move(options)) {
-  if (options_.compression != "none" && options_.compression != "fp16" && options_.compression != "bf16") {
-    throw BadInputError(fmt::format("unknown DDP gradient compression '{}'; use none, fp16 or bf16",
-                                    options_.compression));
-  }
   for (auto& item : module_->named_parameters()) {
     if (!item.value().requires_grad()) continue;
     names_.push_back(item.key());
@@ -228,10 +224,10 @@ void DistributedDataParallel::LaunchReadyBuckets() {
     }
     const std::string what = fmt::format("gradient bucket {} of {} ({} bytes)", next_to_launch_, buckets_.size(),
                                          bucket.contents.numel() * bucket.contents.element_size());
-    if (options_.compression == "none") {
+    if (options_.compression == DdpCompression::kNone) {
       bucket.work = communicator_.AllReduceMean(bucket.contents, what);
     } else {
-      bucket.wire = bucket.contents.to(options_.compression == "fp16" ? torch::kHalf : torch::kBFloat16);
+      bucket.wire = bucket.contents.to(options_.compression == DdpCompression::kFp16 ? torch::kHalf : torch::kBFloat16);
       bucket.work = communicator_.AllReduceMean(bucket.wire, what);
     }
     ++next_to_launch_;

@@ -40,6 +40,7 @@
 
 #include <torch/torch.h>
 
+#include "config/choices.h"
 #include "ddp/bucket_plan.h"
 #include "ddp/communicator.h"
 #include "ddp/flat_buffers.h"
@@ -58,8 +59,8 @@ struct DdpOptions {
   bool find_unused_parameters = false;
   // Broadcast rank 0's buffers before every forward.
   bool broadcast_buffers = true;
-  // "none", "fp16" or "bf16": all-reduce buckets in half precision (half the bytes on the wire).
-  std::string compression = "none";
+  // fp16 or bf16: all-reduce buckets in half precision (half the bytes on the wire).
+  DdpCompression compression = DdpCompression::kNone;
 };
 
 class DistributedDataParallel {

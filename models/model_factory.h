@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "config/model_names.h"
 #include "models/classifier.h"
 
 namespace mgpu {
@@ -24,16 +25,6 @@ struct ModelShape {
   int64_t height = 28;
   int64_t width = 28;
 };
-
-// Names accepted by MakeModel, in the order help texts list them.
-const std::vector<std::string>& ModelNames();
-
-// Whether `name` names a user's model (a torchscript: or plugin: value) rather than a built-in.
-bool IsUserModel(const std::string& name);
-
-// A short form of `name` for folder and run names: the built-in's name, torchscript-STEM (the
-// file name without its folder and extension) or plugin-NAME.
-std::string ModelLabel(const std::string& name);
 
 // Throws BadInputError for an unknown name, a shape the model cannot take, or a user's model
 // that cannot be loaded or fails the check above (the message names `name`, the file and a fix).

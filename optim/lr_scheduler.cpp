@@ -17,10 +17,8 @@ constexpr double kPlateauEps = 1e-8;
 
 }  // namespace
 
-std::vector<std::string> SchedulerNames() { return {"none", "multistep", "cosine", "plateau"}; }
-
 LrScheduler::LrScheduler(SchedulerOptions options) : options_(std::move(options)) {
-  const auto names = SchedulerNames();
+  const auto& names = SchedulerNames();
   if (std::find(names.begin(), names.end(), options_.kind) == names.end()) {
     throw BadInputError(fmt::format("--scheduler '{}' is not one of: {}", options_.kind, fmt::join(names, ", ")));
   }

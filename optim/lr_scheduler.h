@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "config/choices.h"  // SchedulerNames
+
 namespace mgpu {
 
 struct SchedulerOptions {
@@ -37,9 +39,6 @@ struct SchedulerOptions {
   double plateau_factor = 0.1;
   int64_t plateau_patience = 10;
 };
-
-// "none", "multistep", "cosine", "plateau".
-std::vector<std::string> SchedulerNames();
 
 class LrScheduler {
  public:

@@ -3,6 +3,9 @@
 #include <limits>
 #include <type_traits>
 
+#include "config/train_config.h"
+#include "ddp/world.h"
+
 namespace mgpu {
 namespace {
 
@@ -260,6 +263,26 @@ bool FromValue(const nlohmann::json& json, T& out) {
 }  // namespace
 
 nlohmann::json RunSummary::ToJson() const { return RecordToJson(*this); }
+
+RunSummary SummaryFromConfig(const TrainConfig& config, const WorldInfo& world) {
+  RunSummary summary;
+  summary.model = config.model;
+  summary.dataset = config.dataset;
+  summary.mode = ModeName(config.mode);
+  summary.world_size = world.world_size;
+  summary.precision = PrecisionName(config.precision);
+  summary.batch_size = config.batch_size;
+  summary.num_workers = config.num_workers;
+  summary.epochs = config.epochs;
+  summary.max_steps = config.max_steps;
+  summary.lr = config.lr;
+  summary.optimizer = config.optimizer;
+  summary.seed = config.seed;
+  summary.name = config.name;
+  summary.rendezvous_source = world.source;
+  summary.total_seconds = 0.0;
+  return summary;
+}
 
 RunSummary RunSummaryFromJson(const nlohmann::json& json) {
   RunSummary summary;

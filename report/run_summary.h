@@ -3,8 +3,8 @@
 // RunSummary and write ToJson(); readers (mgpu compare, its reports, mgpu serve) take
 // RunSummaryFromJson() of what they read.
 //
-//   RunSummary summary = RunSummaryFromConfig(...);   // the worker: what the configuration says
-//   summary.test_accuracy = 91.3;                      // ... what the run finds
+//   RunSummary summary = SummaryFromConfig(config, world);  // the worker: what the configuration says
+//   summary.test_accuracy = 91.3;                           // ... what the run finds
 //   WriteFileAtomically(path, summary.ToJson().dump(2));
 //
 // Unset optionals follow the contract: a field "present in every run" is written as null until
@@ -149,6 +149,13 @@ struct RunSummary {
     return epochs_detail.empty() ? EpochRecord::kAbsent : epochs_detail.back().images_per_second;
   }
 };
+
+struct TrainConfig;  // config/train_config.h
+struct WorldInfo;    // ddp/world.h
+
+// The contract's fields that come from the configuration alone, the rest at their defaults
+// (status "failed"): the worker's record before it trains, and `mgpu run`'s when rank 0 wrote none.
+RunSummary SummaryFromConfig(const TrainConfig& config, const WorldInfo& world);
 
 // The record of `json` (lenient: see the top of this file). A non-object gives a default record.
 RunSummary RunSummaryFromJson(const nlohmann::json& json);

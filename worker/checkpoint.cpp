@@ -269,7 +269,7 @@ CheckpointIdentity CheckpointIdentity::Of(const TrainConfig& config, int world_s
   identity.model = config.model;
   identity.dataset = config.dataset;
   identity.optimizer = config.optimizer;
-  identity.precision = config.precision;
+  identity.precision = PrecisionName(config.precision);
   identity.scheduler = config.scheduler;
   identity.batch_size = config.batch_size;
   identity.world_size = world_size;

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "worker/stop_signal.h"
+#include "common/stop_signal.h"
 
 namespace mgpu {
 

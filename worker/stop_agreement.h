@@ -1,4 +1,4 @@
-// The step boundary at which every rank of a job stops for a signal (worker/stop_signal.h).
+// The step boundary at which every rank of a job stops for a signal (common/stop_signal.h).
 //
 // All ranks must stop at the same step: a rank that goes on waits forever in the next gradient
 // all-reduce of one that stopped. The signal may reach every rank (Slurm, torchrun and `mgpu run`

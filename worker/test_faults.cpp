@@ -65,7 +65,7 @@ const TestFaults& TestFaults::FromEnvironment() {
 }
 
 void TestFaults::CheckApplies(const TrainConfig& config) const {
-  if (nonfinite_at_step_ > 0 && (config.mode != "single" || config.cuda_graphs)) {
+  if (nonfinite_at_step_ > 0 && (config.mode != Mode::kSingle || config.cuda_graphs)) {
     throw BadInputError(fmt::format("{} nonfinite-at-step works with --mode single without --cuda-graphs, "
                                     "not with --mode {}{}",
                                     kTestFaultsVariable, config.mode, config.cuda_graphs ? " --cuda-graphs" : ""));

@@ -26,26 +26,6 @@ torch::Device ResolveDevice(const std::string& requested, const WorldInfo& world
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 
-RunSummary SummaryFromConfig(const TrainConfig& config, const WorldInfo& world) {
-  RunSummary summary;
-  summary.model = config.model;
-  summary.dataset = config.dataset;
-  summary.mode = config.mode;
-  summary.world_size = world.world_size;
-  summary.precision = config.precision;
-  summary.batch_size = config.batch_size;
-  summary.num_workers = config.num_workers;
-  summary.epochs = config.epochs;
-  summary.max_steps = config.max_steps;
-  summary.lr = config.lr;
-  summary.optimizer = config.optimizer;
-  summary.seed = config.seed;
-  summary.name = config.name;
-  summary.rendezvous_source = world.source;
-  summary.total_seconds = 0.0;
-  return summary;
-}
-
 std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& world, const torch::Device& device,
                                  Communicator* communicator, RunOutputs& outputs, RunSummary& summary) {
   TrainingSession session(config, world, device, communicator, outputs, summary);

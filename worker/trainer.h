@@ -26,14 +26,11 @@ torch::Device ResolveDevice(const std::string& requested, const WorldInfo& world
 // summary. `summary` receives the fields known so far even when it throws, so a failure report
 // keeps the configuration and the epochs already done. `communicator` is null for --mode single
 // and joins the ranks of a --mode ddp job.
-// A stop signal (worker/stop_signal.h) ends the training at the next step boundary, the same
+// A stop signal (common/stop_signal.h) ends the training at the next step boundary, the same
 // one on every rank: the checkpoint of that step is written (--resume continues it exactly), the
 // weights as at a normal end, and `summary` gets status "interrupted" and an "interrupted"
 // record (signal, rank, step, checkpoint); the request is returned. nullopt: the run completed.
 std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& world, const torch::Device& device,
            Communicator* communicator, RunOutputs& outputs, RunSummary& summary);
-
-// The contract's summary fields that come from the configuration alone.
-RunSummary SummaryFromConfig(const TrainConfig& config, const WorldInfo& world);
 
 }  // namespace mgpu

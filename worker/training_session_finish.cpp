@@ -10,6 +10,7 @@
 #include "common/files.h"
 #include "common/real.h"
 #include "common/status.h"
+#include "common/stop_signal.h"
 #include "cuda/captured_graph.h"
 #include "cuda/device_memory.h"
 #include "dataparallel/data_parallel.h"
@@ -17,7 +18,6 @@
 #include "worker/graphed_step.h"
 #include "worker/memory_snapshot.h"
 #include "worker/state_dict_export.h"
-#include "worker/stop_signal.h"
 
 namespace mgpu {
 namespace {

@@ -60,7 +60,7 @@ TrainingSession::TrainingSession(const TrainConfig& config, const WorldInfo& wor
       log_(outputs.log()),
       faults_(TestFaults::FromEnvironment()),
       run_start_(Clock::now()),
-      ddp_(config.mode == "ddp"),
+      ddp_(config.mode == Mode::kDdp),
       ranks_(communicator, device),
       collective_watch_(communicator) {
   CheckBatchFitsWorld();
@@ -99,13 +99,13 @@ void TrainingSession::CheckBatchFitsWorld() {
 
 void TrainingSession::SetUpNumerics() {
   if (config_.threads > 0) torch::set_num_threads(static_cast<int>(config_.threads));
-  precision_ = ParsePrecision(config_.precision);  // settled for the device (ResolvePrecisionForDevice)
+  precision_ = config_.precision;  // settled for the device (ResolvePrecisionForDevice)
   if (!config_.precision_warning.empty() && world_.rank == 0) log_.warn("{}", config_.precision_warning);
   ApplyPrecisionMathMode(precision_);
   // Static shapes: let cuDNN pick its fastest convolution algorithms once (as benchmark=True).
   if (device_.is_cuda()) at::globalContext().setBenchmarkCuDNN(true);
   summary_.backend = communicator_ ? communicator_->backend() : "none";
-  loss_scaling_ = ParseLossScaling(config_.loss_scale);
+  loss_scaling_ = config_.loss_scale;
   summary_.loss_scale_mode = LossScalingModeName(loss_scaling_.mode);
   if (!config_.memory_snapshot.empty()) {
     memory_snapshot_ = std::make_unique<MemorySnapshot>(config_.memory_snapshot, device_);
@@ -145,7 +145,7 @@ void TrainingSession::BuildModel() {
   summary_.channels_last = channels_last_;
   model_->train();
   if (ddp_) replicated_ = std::make_unique<DistributedDataParallel>(model_, *communicator_, DdpOptionsFrom(config_));
-  if (config_.mode == "dp") BuildDataParallel(shape);
+  if (config_.mode == Mode::kDp) BuildDataParallel(shape);
   optimizer_.emplace(MakeOptimizer(config_, model_->parameters(), precision_));
   if (precision_ == Precision::kFp16 && config_.optimizer != "sgd" && world_.rank == 0) {
     // The moments live in float16 with the weights: squared gradients below 6e-8 flush to 0, and
@@ -155,7 +155,7 @@ void TrainingSession::BuildModel() {
               config_.optimizer);
   }
   scaler_.emplace(loss_scaling_, device_);
-  skip_nonfinite_ = config_.on_nonfinite == "skip";
+  skip_nonfinite_ = config_.on_nonfinite == OnNonfinite::kSkip;
   summary_.parameters = CountParameters(*model_);
   // LibTorch's CPU kernels (AVX512, AVX2, ...; ATEN_CPU_CAPABILITY picks lower ones): their
   // float32 sums round in other orders.
@@ -287,7 +287,7 @@ void TrainingSession::LogStartup() {
        {"decode", decode},
        {"model", fmt::format("{} ({} parameters)", config_.model, CountParameters(*model_))},
        {"precision", config_.precision_note.empty()
-                         ? config_.precision
+                         ? PrecisionName(config_.precision)
                          : fmt::format("{} ({})", config_.precision, config_.precision_note)},
        {"model dtype / autocast", dtypes},
        {"steps per epoch", std::to_string(steps_per_epoch_)},

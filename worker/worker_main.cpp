@@ -1,6 +1,6 @@
 // mgpu-worker: one training process. Runs alone, under `mgpu`, under mpirun or under torchrun.
 // Exit codes: 0 success, 2 bad input, 3 training diverged, 128+N stopped by signal N (SIGINT,
-// SIGTERM, SIGUSR1: resumable, worker/stop_signal.h), 1 anything else.
+// SIGTERM, SIGUSR1: resumable, common/stop_signal.h), 1 anything else.
 #include <unistd.h>
 
 #include <chrono>
@@ -14,14 +14,14 @@
 
 #include "common/files.h"
 #include "common/status.h"
+#include "common/stop_signal.h"
+#include "config/command_line.h"
 #include "dataparallel/dp_devices.h"
 #include "ddp/rendezvous.h"
 #include "ddp/world.h"
 #include "models/model_factory.h"
-#include "worker/command_line.h"
 #include "worker/coordinator_client.h"
 #include "worker/run_outputs.h"
-#include "worker/stop_signal.h"
 #include "worker/test_faults.h"
 #include "worker/train_config.h"
 #include "worker/trainer.h"
@@ -131,7 +131,7 @@ struct JoinedJob {
 // reports to the coordinator when `joined.coordinator_client` is set.
 void JoinJob(TrainConfig& config, const WorldInfo& world, const std::string& given_name, JoinedJob& joined) {
   // --mode dp trains on the first of --dp-devices (the primary).
-  joined.device = config.mode == "dp" ? ResolveDataParallelDevices(config.dp_devices, config.device,
+  joined.device = config.mode == Mode::kDp ? ResolveDataParallelDevices(config.dp_devices, config.device,
                                                                     static_cast<int>(torch::cuda::device_count()))
                                             .front()
                                       : ResolveDevice(config.device, world);
@@ -149,7 +149,7 @@ void JoinJob(TrainConfig& config, const WorldInfo& world, const std::string& giv
         std::chrono::milliseconds(joined.assignment.heartbeat_timeout_ms()),
         [](const std::string& reason) { WorkerStatus::Current().StopTraining(reason); });
   }
-  if (config.mode != "ddp") return;
+  if (config.mode != Mode::kDdp) return;
   const std::string backend = config.backend == "auto" ? DefaultBackend(joined.device) : config.backend;
   RendezvousResult ranks = Rendezvous(world, backend, joined.device,
                                       std::chrono::milliseconds(static_cast<int64_t>(config.collective_timeout * 1000)),

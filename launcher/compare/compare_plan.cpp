@@ -4,7 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/status.h"
-#include "worker/train_config.h"
+#include "config/train_config.h"
 
 namespace mgpu {
 namespace {

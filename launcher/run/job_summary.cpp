@@ -4,7 +4,7 @@
 
 #include "common/files.h"
 #include "ddp/world.h"
-#include "worker/trainer.h"
+#include "report/run_summary.h"
 
 namespace mgpu {
 namespace {

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/run/job_state.h"
-#include "worker/train_config.h"
+#include "config/train_config.h"
 
 namespace mgpu {
 

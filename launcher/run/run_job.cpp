@@ -11,12 +11,14 @@
 #include <thread>
 
 #include <fmt/format.h>
-#include <torch/cuda.h>
 
 #include "common/files.h"
 #include "common/status.h"
+#include "common/stop_signal.h"
+#include "config/command_line.h"
 #include "coordinator/coordinator.grpc.pb.h"
 #include "launcher/child_process.h"
+#include "launcher/cuda_devices.h"
 #include "launcher/net.h"
 #include "launcher/run/coordinator_server.h"
 #include "launcher/run/job_state.h"
@@ -25,8 +27,6 @@
 #include "launcher/run/stall_report.h"
 #include "launcher/run/worker_group.h"
 #include "rpc/channel.h"
-#include "worker/command_line.h"
-#include "worker/stop_signal.h"
 
 extern char** environ;
 
@@ -39,7 +39,7 @@ constexpr auto kStopGrace = std::chrono::milliseconds(3000);
 constexpr auto kInterruptGrace = std::chrono::milliseconds(30000);
 constexpr auto kPollInterval = std::chrono::milliseconds(50);
 
-// The launcher's signals are the worker's (worker/stop_signal.h): the first is forwarded to the
+// The launcher's signals are the worker's (common/stop_signal.h): the first is forwarded to the
 // workers; a second SIGINT/SIGTERM ends the launcher at once, and its workers with it (their
 // parent-death signal).
 void InstallStopHandlers() { InstallStopSignalHandlers(); }
@@ -69,13 +69,13 @@ JobPlan MakePlan(const RunOptions& options) {
   JobPlan plan;
   plan.config = ParseJobWorkerConfig(options.worker_args);
   if (options.nproc_per_node == "auto") {
-    const bool gpus = plan.config.device != "cpu" && torch::cuda::is_available();
-    plan.nproc = gpus ? static_cast<int>(torch::cuda::device_count()) : 2;
+    const int gpus = plan.config.device != "cpu" ? VisibleCudaDevices() : 0;
+    plan.nproc = gpus > 0 ? gpus : 2;
   } else {
     plan.nproc = std::stoi(options.nproc_per_node);
   }
   plan.world_size = plan.nproc * options.nnodes;
-  if (plan.world_size > 1 && plan.config.mode != "ddp") {
+  if (plan.world_size > 1 && plan.config.mode != Mode::kDdp) {
     throw BadInputError(fmt::format("mgpu run starts {} workers, which train together only with --mode ddp; pass "
                                     "--mode ddp, or --nproc-per-node 1 for one process (the mode is not inferred: "
                                     "--mode {} asks for one process, and --nproc-per-node auto starts one per GPU)",

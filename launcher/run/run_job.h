@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "launcher/run/run_options.h"
-#include "worker/train_config.h"
+#include "config/train_config.h"
 
 namespace mgpu {
 

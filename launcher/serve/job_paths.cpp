@@ -11,13 +11,10 @@
 
 #include "common/files.h"
 #include "common/status.h"
-#include "models/model_factory.h"
+#include "config/model_names.h"
 
 namespace mgpu {
 namespace {
-
-constexpr char kTorchScriptPrefix[] = "torchscript:";
-constexpr char kPluginPrefix[] = "plugin:";
 
 bool StartsWith(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
 

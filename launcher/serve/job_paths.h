@@ -1,6 +1,6 @@
 // Where a job of `mgpu serve` may read and write: its own job folder, and the folders the
 // service's operator allows. Every path-valued option of the job's configuration (those whose
-// OptionSpec::path_use says so, worker/train_config.h) is checked, after `{out}` is replaced by
+// OptionSpec::path_use says so, config/train_config.h) is checked, after `{out}` is replaced by
 // the job's output folder, a relative path is taken from the job folder (never the service's
 // working folder), `..` is followed, and symlinks are resolved (the realpath of the deepest
 // existing ancestor; a dangling or looping symlink is refused).
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "worker/train_config.h"
+#include "config/train_config.h"
 
 namespace mgpu {
 

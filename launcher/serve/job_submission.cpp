@@ -6,7 +6,7 @@
 
 #include "common/files.h"
 #include "common/status.h"
-#include "data/image_dataset.h"
+#include "config/dataset_names.h"
 #include "launcher/run/run_job.h"
 
 namespace mgpu {
@@ -25,12 +25,12 @@ void CheckDevices(const TrainConfig& config, int gpus, const DeviceSlots& slots)
     throw BadInputError(fmt::format("--gpus {}: this service owns {} device(s) ({}); ask for 1 to {}", gpus,
                                     slots.count(), fmt::join(slots.names, ","), slots.count()));
   }
-  if (config.mode == "single" && gpus > 1) {
+  if (config.mode == Mode::kSingle && gpus > 1) {
     throw BadInputError(fmt::format("--gpus {} with mode single: one process trains on one device; ask for --gpus 1, "
                                     "or set mode: ddp (a process per device) or mode: dp (one process, every device)",
                                     gpus));
   }
-  if (config.mode == "dp" && gpus < 2) {
+  if (config.mode == Mode::kDp && gpus < 2) {
     throw BadInputError("mode dp splits each batch over several devices: ask for --gpus 2 or more, or use mode single");
   }
   if (!slots.cuda && config.device != "auto" && config.device != "cpu") {
@@ -94,7 +94,7 @@ JobRecord PrepareJob(int64_t id, const Submission& submission, const std::string
     worker_args.insert(worker_args.end(), absolute.begin(), absolute.end());
     CheckDevices(given, submission.gpus, slots);
     if (!slots.cuda && given.device == "auto") worker_args.insert(worker_args.end(), {"--device", "cpu"});
-    if (!slots.cuda && given.mode == "dp" && given.dp_devices == "auto") {
+    if (!slots.cuda && given.mode == Mode::kDp && given.dp_devices == "auto") {
       std::vector<std::string> replicas(static_cast<size_t>(submission.gpus), "cpu");
       worker_args.insert(worker_args.end(), {"--dp-devices", fmt::format("{}", fmt::join(replicas, ","))});
     }
@@ -116,11 +116,11 @@ JobRecord PrepareJob(int64_t id, const Submission& submission, const std::string
     job.config_name = submission.config_name;
     job.model = config.model;
     job.dataset = config.dataset;
-    job.mode = config.mode;
+    job.mode = ModeName(config.mode);
     job.epochs = config.epochs;
     job.max_steps = config.max_steps;
     job.gpus = submission.gpus;
-    job.world_size = config.mode == "ddp" ? submission.gpus : 1;
+    job.world_size = config.mode == Mode::kDdp ? submission.gpus : 1;
     job.priority = submission.priority;
     job.worker_args = worker_args;
     job.resumes_job_id = submission.resumes_job_id;

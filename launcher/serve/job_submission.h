@@ -22,7 +22,7 @@
 #include "launcher/serve/job_paths.h"
 #include "launcher/serve/job_record.h"
 #include "launcher/serve/serve_options.h"
-#include "worker/train_config.h"
+#include "config/train_config.h"
 
 namespace mgpu {
 

@@ -16,10 +16,10 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <torch/cuda.h>
 
 #include "common/files.h"
 #include "common/status.h"
+#include "launcher/cuda_devices.h"
 #include "launcher/serve/job_manager.h"
 #include "launcher/serve/job_paths.h"
 #include "launcher/serve/job_service.h"
@@ -147,7 +147,7 @@ int ServeMain(const std::vector<std::string>& args) {
     ValidateServeOptions(options);
     CheckServiceUser(options, ::geteuid());
     const HostPort listen = options.listen.empty() ? HostPort() : ParseHostPort(options.listen, "--listen", 0);
-    const int visible_gpus = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+    const int visible_gpus = VisibleCudaDevices();
     const DeviceSlots slots = ParseDeviceSlots(options.gpus, visible_gpus);
     MakeDirectories(StateDirectory(options));
     const std::string state_dir = AbsolutePath(StateDirectory(options));

@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 
 #include "common/status.h"
+#include "config/command_line.h"
 #include "models/model_factory.h"
 #include "tests/support/test_support.h"
-#include "worker/command_line.h"
 #include "worker/channels_last_choice.h"
 #include "worker/train_config.h"
 
@@ -177,9 +177,9 @@ TEST(TrainConfig, SeedStyleSpellingsAreAliases) {
   EXPECT_EQ(FindTrainOption("batch_size"), FindTrainOption("batch-size"));
   EXPECT_EQ(FindTrainOption("num_workers"), FindTrainOption("num-workers"));
   FindTrainOption("mode")->set(config, "base");
-  EXPECT_EQ(config.mode, "single");
+  EXPECT_EQ(config.mode, Mode::kSingle);
   FindTrainOption("mode")->set(config, "DP");
-  EXPECT_EQ(config.mode, "dp");
+  EXPECT_EQ(config.mode, Mode::kDp);
   EXPECT_EQ(FindTrainOption("dp_devices"), FindTrainOption("dp-devices"));
   EXPECT_EQ(FindTrainOption("no-such-option"), nullptr);
 }
@@ -306,12 +306,12 @@ TEST(TrainConfig, MixedPrecisionOptionsParseAndRejectBadValues) {
   FindTrainOption("loss_scale")->set(config, "dynamic");
   FindTrainOption("on-nonfinite")->set(config, "skip");
   FindTrainOption("grad_clip")->set(config, "1.5");
-  EXPECT_EQ(config.precision, "o2");
-  EXPECT_EQ(config.loss_scale, "dynamic");
-  EXPECT_EQ(config.on_nonfinite, "skip");
+  EXPECT_EQ(config.precision, Precision::kO2);
+  EXPECT_EQ(LossScalingText(config.loss_scale), "dynamic");
+  EXPECT_EQ(config.on_nonfinite, OnNonfinite::kSkip);
   EXPECT_EQ(config.grad_clip, 1.5);
   FindTrainOption("loss-scale")->set(config, "1024");
-  EXPECT_EQ(config.loss_scale, "1024");
+  EXPECT_EQ(LossScalingText(config.loss_scale), "1024");
   EXPECT_THROW(FindTrainOption("loss-scale")->set(config, "0"), BadInputError);
   EXPECT_THROW(FindTrainOption("on-nonfinite")->set(config, "ignore"), BadInputError);
   EXPECT_THROW(FindTrainOption("grad-clip")->set(config, "-1"), BadInputError);
@@ -323,19 +323,19 @@ TEST(TrainConfig, DtypeAndAmpResolveIntoPrecisionAndShowTheResolvedPolicy) {
   FindTrainOption("dtype")->set(config, "bf16");
   FindTrainOption("amp")->set(config, "true");
   ResolveSeedSpellings(config);
-  EXPECT_EQ(config.precision, "amp-bf16");
+  EXPECT_EQ(config.precision, Precision::kAmpBf16);
   EXPECT_EQ(FindTrainOption("dtype")->get(config), "bf16");
   EXPECT_EQ(FindTrainOption("amp")->get(config), "true");
 
   TrainConfig o2;  // agreeing spellings are accepted and keep the policy
-  o2.precision = "o2";
+  o2.precision = Precision::kO2;
   o2.dtype = "fp16";
   ResolveSeedSpellings(o2);
-  EXPECT_EQ(o2.precision, "o2");
+  EXPECT_EQ(o2.precision, Precision::kO2);
   EXPECT_EQ(FindTrainOption("amp")->get(o2), "false");
 
   TrainConfig conflict;
-  conflict.precision = "tf32";
+  conflict.precision = Precision::kTf32;
   conflict.dtype = "bf16";
   conflict.amp = true;
   try {
@@ -350,8 +350,8 @@ TEST(TrainConfig, DtypeAndAmpResolveIntoPrecisionAndShowTheResolvedPolicy) {
 TEST(TrainConfig, ResolvedConfigRoundTripsThroughYaml) {
   TempDir dir;
   TrainConfig config;
-  config.precision = "o2";
-  config.loss_scale = "dynamic";
+  config.precision = Precision::kO2;
+  config.loss_scale = ParseLossScaling("dynamic");
   config.grad_clip = 2;
   WriteBytes(dir / "c.yaml", ConfigToYaml(config));
   TrainConfig back;
@@ -420,35 +420,35 @@ TEST(TrainConfig, SpeedOptionsRefuseWhatTheyDoNotSupport) {
     set(config);
     return testing::BadInputMessage([&] { ValidateConfig(config); });
   };
-  EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.mode = "ddp"; c.backend = "gloo"; })
+  EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.mode = Mode::kDdp; c.backend = "gloo"; })
                 .find("--backend gloo (only NCCL's collectives run inside a CUDA graph)"),
             std::string::npos);
-  EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.mode = "ddp"; c.backend = "mpi"; }).find("--backend mpi"),
+  EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.mode = Mode::kDdp; c.backend = "mpi"; }).find("--backend mpi"),
             std::string::npos);
-  EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.mode = "ddp"; c.grad_accum = 2; }).find("--grad-accum 2"),
+  EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.mode = Mode::kDdp; c.grad_accum = 2; }).find("--grad-accum 2"),
             std::string::npos);
   EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.device = "cpu"; }).find("--device cpu"), std::string::npos);
   EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.grad_accum = 2; }).find("--grad-accum 2"),
             std::string::npos);
   EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.grad_clip = 1; }).find("--grad-clip"), std::string::npos);
-  EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.precision = "o2"; }).find("--precision o2"),
+  EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.precision = Precision::kO2; }).find("--precision o2"),
             std::string::npos);
-  EXPECT_NE(refusal([](TrainConfig& c) { c.data_on_device = true; c.mode = "dp"; }).find("--mode dp"), std::string::npos);
+  EXPECT_NE(refusal([](TrainConfig& c) { c.data_on_device = true; c.mode = Mode::kDp; }).find("--mode dp"), std::string::npos);
   EXPECT_NE(refusal([](TrainConfig& c) { c.data_on_device = true; c.augment = "affine"; }).find("--augment none"),
             std::string::npos);
-  EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.mode = "dp"; c.dp_impl = "libtorch"; })
+  EXPECT_NE(refusal([](TrainConfig& c) { c.cuda_graphs = true; c.mode = Mode::kDp; c.dp_impl = "libtorch"; })
                 .find("--dp-impl libtorch"),
             std::string::npos);
   TrainConfig supported;
   supported.cuda_graphs = supported.data_on_device = true;
   supported.channels_last = true;
-  supported.precision = "amp-bf16";
+  supported.precision = Precision::kAmpBf16;
   EXPECT_NO_THROW(ValidateConfig(supported));
   // Under DDP the graph holds the whole step, NCCL's all-reduces included.
   for (const std::string backend : {"auto", "nccl"}) {
     TrainConfig graphed_ddp;
     graphed_ddp.cuda_graphs = true;
-    graphed_ddp.mode = "ddp";
+    graphed_ddp.mode = Mode::kDdp;
     graphed_ddp.backend = backend;
     EXPECT_NO_THROW(ValidateConfig(graphed_ddp)) << backend;
   }
@@ -456,10 +456,10 @@ TEST(TrainConfig, SpeedOptionsRefuseWhatTheyDoNotSupport) {
   // may accumulate, clip and keep master weights.
   TrainConfig data_parallel;
   data_parallel.cuda_graphs = true;
-  data_parallel.mode = "dp";
+  data_parallel.mode = Mode::kDp;
   data_parallel.grad_accum = 2;
   data_parallel.grad_clip = 1;
-  data_parallel.precision = "o2";
+  data_parallel.precision = Precision::kO2;
   EXPECT_NO_THROW(ValidateConfig(data_parallel));
 }
 
@@ -469,16 +469,16 @@ TEST(TrainConfig, AmpResolvesForTheDeviceOnceItIsKnown) {
     TrainConfig cpu = *ParseWorkerCommandLine(flags, exit_code);
     TrainConfig gpu = cpu;
     ResolvePrecisionForDevice(cpu, /*cuda=*/false);
-    EXPECT_EQ(cpu.precision, "amp-bf16") << flags.size();
+    EXPECT_EQ(cpu.precision, Precision::kAmpBf16) << flags.size();
     EXPECT_NE(cpu.precision_note.find("on CPU means amp-bf16"), std::string::npos) << cpu.precision_note;
     EXPECT_EQ(FindTrainOption("dtype")->get(cpu), "bf16") << "config.yaml holds the policy that ran";
     ResolvePrecisionForDevice(gpu, /*cuda=*/true);
-    EXPECT_EQ(gpu.precision, "amp-fp16");
+    EXPECT_EQ(gpu.precision, Precision::kAmpFp16);
   }
   int exit_code = 0;
   TrainConfig named = *ParseWorkerCommandLine({"--precision", "amp-fp16"}, exit_code);
   ResolvePrecisionForDevice(named, /*cuda=*/false);
-  EXPECT_EQ(named.precision, "amp-fp16");
+  EXPECT_EQ(named.precision, Precision::kAmpFp16);
   EXPECT_NE(named.precision_warning.find("--precision amp-fp16 on CPU"), std::string::npos) << named.precision_warning;
 }
 
@@ -558,7 +558,7 @@ TEST(TrainConfig, DdpOptionsFollowTheirFlags) {
   EXPECT_FALSE(options.gradient_as_bucket_view);
   EXPECT_TRUE(options.find_unused_parameters);
   EXPECT_FALSE(options.broadcast_buffers);
-  EXPECT_EQ(options.compression, "bf16");
+  EXPECT_EQ(options.compression, DdpCompression::kBf16);
   EXPECT_EQ(DdpOptionsFrom(TrainConfig{}).bucket_cap_bytes, DdpOptions{}.bucket_cap_bytes) << "c10d's 25 MiB";
 }
 
@@ -576,11 +576,11 @@ TEST(TrainConfig, ChannelsLastIsAutoTrueOrFalseAndWorksInEveryMode) {
   EXPECT_NE(testing::BadInputMessage([&] { FindTrainOption("channels-last")->set(config, "nhwc"); })
                 .find("'nhwc' is not auto, true or false"),
             std::string::npos);
-  for (const std::string mode : {"single", "ddp", "dp"}) {
+  for (const Mode mode : {Mode::kSingle, Mode::kDdp, Mode::kDp}) {
     TrainConfig channels_last;
     channels_last.mode = mode;
     channels_last.channels_last = true;
-    EXPECT_NO_THROW(ValidateConfig(channels_last)) << mode;
+    EXPECT_NO_THROW(ValidateConfig(channels_last)) << ModeName(mode);
   }
 }
 

@@ -16,9 +16,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/files.h"
+#include "config/command_line.h"
 #include "launcher/run/run_options.h"
 #include "tests/support/test_support.h"
-#include "worker/command_line.h"
 
 namespace mgpu {
 namespace {
@@ -322,7 +322,7 @@ TEST(ComposeFile, RunsOneMgpuNodePerServiceWithGpusSharedMemoryAndACommandMgpuAc
     int help = 0;
     const auto config = ParseWorkerCommandLine(options->worker_args, help);
     ASSERT_TRUE(config) << name;
-    EXPECT_EQ(config->mode, "ddp") << name;
+    EXPECT_EQ(config->mode, Mode::kDdp) << name;
     EXPECT_EQ(config->model, "lenet") << name;
     EXPECT_EQ(config->device, "cuda") << name;
     EXPECT_EQ(config->out.rfind("/runs/", 0), 0u) << name << ": output on the shared volume";

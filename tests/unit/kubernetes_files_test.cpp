@@ -12,8 +12,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "config/command_line.h"
 #include "launcher/run/run_options.h"
-#include "worker/command_line.h"
 
 #include "tests/support/fake_environment.h"
 
@@ -59,7 +59,7 @@ RunOptions ParseInPod(const std::vector<std::string>& command, const std::vector
   const auto config = ParseWorkerCommandLine(options->worker_args, help);
   EXPECT_TRUE(config);
   if (config) {
-    EXPECT_EQ(config->mode, "ddp");
+    EXPECT_EQ(config->mode, Mode::kDdp);
     EXPECT_EQ(config->device, "cuda");
     EXPECT_EQ(config->model, "lenet");
   }

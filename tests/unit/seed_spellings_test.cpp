@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "common/status.h"
+#include "config/command_line.h"
 #include "tests/support/test_support.h"
-#include "worker/command_line.h"
 #include "worker/train_config.h"
 
 namespace mgpu {
@@ -30,14 +30,14 @@ TEST(SeedSpellings, ChoicesAreAcceptedInAnyCaseWithOrWithoutDashes) {
   const TrainConfig config = Parse({"--dataset", "CIFAR10", "--mode", "DDP", "--optimizer", "SGD", "--momentum",
                                     "0.9", "--precision", "AMP_BF16", "--augment", "Crop-Flip"});
   EXPECT_EQ(config.dataset, "cifar10");
-  EXPECT_EQ(config.mode, "ddp");
+  EXPECT_EQ(config.mode, Mode::kDdp);
   EXPECT_EQ(config.optimizer, "sgd");
-  EXPECT_EQ(config.precision, "amp-bf16");
+  EXPECT_EQ(config.precision, Precision::kAmpBf16);
   EXPECT_EQ(config.augment, "crop-flip");
   EXPECT_EQ(Parse({"--dataset", "FashionMNIST"}).dataset, "fashion-mnist");
-  EXPECT_EQ(Parse({"--mode", "base"}).mode, "single");
-  EXPECT_EQ(Parse({"--mode", "Baseline"}).mode, "single");
-  EXPECT_EQ(Parse({"--mode", "DP"}).mode, "dp");
+  EXPECT_EQ(Parse({"--mode", "base"}).mode, Mode::kSingle);
+  EXPECT_EQ(Parse({"--mode", "Baseline"}).mode, Mode::kSingle);
+  EXPECT_EQ(Parse({"--mode", "DP"}).mode, Mode::kDp);
   EXPECT_EQ(Parse({"--cuda-graphs", "True"}).cuda_graphs, true);
 }
 
@@ -52,13 +52,13 @@ TEST(SeedSpellings, PythonStyleFlagNamesAreAliases) {
 
 TEST(SeedSpellings, DtypeAmpAndBareLossScaleMeanAutocastWithDynamicScaling) {
   const TrainConfig bf16 = Parse({"--dtype", "bf16", "--amp", "--loss-scale"});
-  EXPECT_EQ(bf16.precision, "amp-bf16");
-  EXPECT_EQ(bf16.loss_scale, "dynamic");
+  EXPECT_EQ(bf16.precision, Precision::kAmpBf16);
+  EXPECT_EQ(LossScalingText(bf16.loss_scale), "dynamic");
   const TrainConfig fp16 = Parse({"--loss-scale", "--dtype", "fp16", "--amp"});
-  EXPECT_EQ(fp16.precision, "amp-fp16");
-  EXPECT_EQ(fp16.loss_scale, "dynamic");
-  EXPECT_EQ(Parse({"--loss-scale", "1024"}).loss_scale, "1024");
-  EXPECT_EQ(Parse({"--loss_scale", "none"}).loss_scale, "none");
+  EXPECT_EQ(fp16.precision, Precision::kAmpFp16);
+  EXPECT_EQ(LossScalingText(fp16.loss_scale), "dynamic");
+  EXPECT_EQ(LossScalingText(Parse({"--loss-scale", "1024"}).loss_scale), "1024");
+  EXPECT_EQ(LossScalingText(Parse({"--loss_scale", "none"}).loss_scale), "none");
 }
 
 TEST(SeedSpellings, ProgressBarSwitchDrawsTheBarWhereOneCanBeDrawn) {

@@ -34,7 +34,7 @@ TEST(TestFaults, ANonfiniteFaultPoisonsItsStepsLossInModeSingleOnly) {
   EXPECT_TRUE(std::isnan(faults.PoisonLoss(2, loss).item<double>()));
   TrainConfig config;
   EXPECT_NO_THROW(faults.CheckApplies(config));
-  config.mode = "dp";
+  config.mode = Mode::kDp;
   EXPECT_THROW(faults.CheckApplies(config), BadInputError);
 }
 

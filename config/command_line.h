@@ -1,4 +1,4 @@
-// mgpu-worker's command line: every option of the single option table (worker/train_config.h)
+// mgpu-worker's command line: every option of the single option table (config/train_config.h)
 // as a flag, plus --config FILE. Shared by mgpu-worker and by `mgpu run`, which validates the
 // worker flags before it starts any worker, so a bad configuration fails once, with exit 2.
 #pragma once
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "worker/train_config.h"
+#include "config/train_config.h"
 
 namespace mgpu {
 

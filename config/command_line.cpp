@@ -1,4 +1,4 @@
-#include "worker/command_line.h"
+#include "config/command_line.h"
 
 #include <algorithm>
 
@@ -7,7 +7,7 @@
 
 #include "common/files.h"
 #include "common/status.h"
-#include "models/model_factory.h"
+#include "config/model_names.h"
 
 namespace mgpu {
 namespace {

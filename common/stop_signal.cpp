@@ -1,4 +1,4 @@
-#include "worker/stop_signal.h"
+#include "common/stop_signal.h"
 
 #include <signal.h>
 #include <string.h>
