@@ -220,8 +220,8 @@ void AssignHelpSections(std::vector<OptionSpec>& options) {
   }
 }
 
-std::vector<OptionSpec> BuildOptions() {
-  std::vector<OptionSpec> o;
+// The options of --help's "Data and model" section, in their order there.
+void AddDataAndModelOptions(std::vector<OptionSpec>& o) {
   o.push_back(StringOption("model", {}, &TrainConfig::model, ModelNames(),
                            "model architecture (VGG with batch norm), or the user's own: torchscript:PATH (saved "
                            "by torch.jit.script/trace) or plugin:LIB.so:NAME (models/model_plugin.h)"));
@@ -267,6 +267,10 @@ std::vector<OptionSpec> BuildOptions() {
                         "synthetic: number of training images"));
   o.push_back(IntOption("synthetic-test", {}, &TrainConfig::synthetic_test, 1,
                         "synthetic: number of test images"));
+}
+
+// The options of --help's "Augmentation" section, in their order there.
+void AddAugmentationOptions(std::vector<OptionSpec>& o) {
   o.push_back(StringOption("augment", {}, &TrainConfig::augment, AugmentNames(),
                            "per-sample training augmentation (affine: RandomAffine; crop-flip: pad, "
                            "random crop, flip; resize: to --resize; rrc-flip: RandomResizedCrop to "
@@ -303,6 +307,10 @@ std::vector<OptionSpec> BuildOptions() {
   o.push_back(IntOption("resize", {}, &TrainConfig::resize, 0,
                         "resize and rrc-flip: output side in pixels (e.g. 227 for AlexNet on CIFAR-10; "
                         "rrc-flip: 0 keeps the input size); evaluation resizes to it too"));
+}
+
+// The options of --help's "Training" section, in their order there.
+void AddTrainingOptions(std::vector<OptionSpec>& o) {
   o.push_back(IntOption("epochs", {}, &TrainConfig::epochs, 1, "passes over the training set"));
   o.push_back(IntOption("max-steps", {"max_steps"}, &TrainConfig::max_steps, 0,
                         "stop after this many optimizer steps (0: no limit)"));
@@ -362,12 +370,20 @@ std::vector<OptionSpec> BuildOptions() {
     seed.get = [](const TrainConfig& c) { return std::to_string(c.seed); };
     o.push_back(seed);
   }
+}
+
+// The options of --help's "Execution" section, in their order there.
+void AddExecutionOptions(std::vector<OptionSpec>& o) {
   o.push_back(EnumOption("mode", {}, &TrainConfig::mode, ModeNames(),
                            "single: one process, one device; dp: one process, the batch split over "
                            "--dp-devices; ddp: one process per device, gradients all-reduced",
                            {{"base", "single"}, {"baseline", "single"}, {"DP", "dp"}, {"DDP", "ddp"}}));
   o.push_back(StringOption("device", {}, &TrainConfig::device, {},
                            "auto | cpu | cuda | cuda:K"));
+}
+
+// The options of --help's "Precision" section, in their order there.
+void AddPrecisionOptions(std::vector<OptionSpec>& o) {
   o.push_back(EnumOption("precision", {}, &TrainConfig::precision, PrecisionNames(),
                            "arithmetic precision policy (amp-*: autocast; fp16/o2: float16 model, "
                            "BatchNorm in float32; o2 adds float32 master weights)"));
@@ -413,6 +429,10 @@ std::vector<OptionSpec> BuildOptions() {
   o.push_back(DoubleOption("grad-clip", &TrainConfig::grad_clip, true,
                            "clip the gradients' global L2 norm to this (0: off)"));
   o.back().aliases = {"grad_clip"};
+}
+
+// The options of --help's "Performance and profiling" section, in their order there.
+void AddPerformanceOptions(std::vector<OptionSpec>& o) {
   o.push_back(StringOption("memory-snapshot", {"memory_snapshot"}, &TrainConfig::memory_snapshot, {},
                            "CUDA only: record allocator history and write a snapshot pickle here "
                            "(for pytorch.org/memory_viz)"));
@@ -468,6 +488,10 @@ std::vector<OptionSpec> BuildOptions() {
   o.push_back(IntOption("eval-max-samples", {"eval_max_samples"}, &TrainConfig::eval_max_samples, 0,
                         "evaluate on at most this many test images, spread evenly over the test set, for quick "
                         "smoke runs (0: all)"));
+}
+
+// The options of --help's "Checkpoints" section, in their order there.
+void AddCheckpointOptions(std::vector<OptionSpec>& o) {
   o.push_back(IntOption("checkpoint-every", {"checkpoint_every"}, &TrainConfig::checkpoint_every, 0,
                         "write <out>/checkpoints/step-N.ckpt every N optimizer steps and at every epoch's "
                         "end (0: off)"));
@@ -479,6 +503,10 @@ std::vector<OptionSpec> BuildOptions() {
                          "a fresh run may replace the run already in --out (its summary, metrics, logs and "
                          "checkpoints); without it, such an --out is refused"));
   o.back().saved = false;
+}
+
+// The options of --help's "Distributed identity" section, in their order there.
+void AddIdentityOptions(std::vector<OptionSpec>& o) {
   o.push_back(IntOption("rank", {}, &TrainConfig::rank, -1, "this process's rank (auto: RANK or OMPI_COMM_WORLD_RANK)"));
   o.back().saved = false;
   o.push_back(IntOption("world-size", {"world_size"}, &TrainConfig::world_size, -1,
@@ -493,6 +521,10 @@ std::vector<OptionSpec> BuildOptions() {
   o.push_back(IntOption("master-port", {"master_port"}, &TrainConfig::master_port, -1,
                         "rendezvous port (default MASTER_PORT or 29500)"));
   o.back().saved = false;
+}
+
+// The options of --help's "DDP (--mode ddp)" section, in their order there.
+void AddDdpOptions(std::vector<OptionSpec>& o) {
   o.push_back(StringOption("backend", {}, &TrainConfig::backend, {"auto", "nccl", "gloo", "mpi"},
                            "DDP communication (auto: nccl on GPUs, gloo on CPUs)"));
   o.push_back(DoubleOption("bucket-cap-mb", &TrainConfig::bucket_cap_mb, false,
@@ -517,12 +549,20 @@ std::vector<OptionSpec> BuildOptions() {
                         "(0: NCCL's choice; NCCL_MAX_CTAS in the environment wins)"));
   o.push_back(DoubleOption("collective-timeout", &TrainConfig::collective_timeout, false,
                            "seconds before a stuck collective fails the job"));
+}
+
+// The options of --help's "DataParallel (--mode dp)" section, in their order there.
+void AddDataParallelOptions(std::vector<OptionSpec>& o) {
   o.push_back(StringOption("dp-devices", {"dp_devices"}, &TrainConfig::dp_devices, {},
                            "--mode dp: devices, the primary first: auto (every visible GPU; with "
                            "--device cpu or no GPU: cpu,cpu), a list such as cuda:0,cuda:1, or cpu,cpu"));
   o.push_back(StringOption("dp-impl", {"dp_impl"}, &TrainConfig::dp_impl, {"mgpu", "libtorch"},
                            "--mode dp: mgpu (replicas kept, one thread per device, NCCL reduce) or "
                            "libtorch (LibTorch's data_parallel every step, for comparison; GPUs only)"));
+}
+
+// The options of --help's "Output" section, in their order there.
+void AddOutputOptions(std::vector<OptionSpec>& o) {
   o.push_back(StringOption("out", {}, &TrainConfig::out, {},
                            "output folder (default runs/<timestamp>-<model>-<dataset>-<mode>)"));
   o.back().path_use = PathUse::kWrites;
@@ -584,6 +624,21 @@ std::vector<OptionSpec> BuildOptions() {
     };
     o.push_back(name);
   }
+}
+
+std::vector<OptionSpec> BuildOptions() {
+  std::vector<OptionSpec> o;
+  AddDataAndModelOptions(o);
+  AddAugmentationOptions(o);
+  AddTrainingOptions(o);
+  AddExecutionOptions(o);
+  AddPrecisionOptions(o);
+  AddPerformanceOptions(o);
+  AddCheckpointOptions(o);
+  AddIdentityOptions(o);
+  AddDdpOptions(o);
+  AddDataParallelOptions(o);
+  AddOutputOptions(o);
   AssignHelpSections(o);
   return o;
 }
