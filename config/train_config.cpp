@@ -151,6 +151,16 @@ OptionSpec DoubleOption(std::string name, double TrainConfig::*field, bool allow
   return spec;
 }
 
+// `text`, or the canonical value it is a (case-folded) alias of.
+std::string ResolveValueAlias(const std::string& text,
+                              const std::vector<std::pair<std::string, std::string>>& value_aliases) {
+  std::string value = text;
+  for (const auto& [alias, canonical] : value_aliases) {
+    if (Folded(value) == Folded(alias)) value = canonical;
+  }
+  return value;
+}
+
 // A string option; with `choices`, one of them however it is spelt (MatchChoice), or one of
 // `value_aliases` (alias → canonical value).
 OptionSpec StringOption(std::string name, std::vector<std::string> aliases, std::string TrainConfig::*field,
@@ -162,10 +172,7 @@ OptionSpec StringOption(std::string name, std::vector<std::string> aliases, std:
   spec.help = std::move(help);
   spec.choices = choices;
   spec.set = [field, choices, value_aliases](TrainConfig& c, const std::string& t) {
-    std::string value = t;
-    for (const auto& [alias, canonical] : value_aliases) {
-      if (Folded(value) == Folded(alias)) value = canonical;
-    }
+    const std::string value = ResolveValueAlias(t, value_aliases);
     c.*field = choices.empty() ? value : MatchChoice(value, choices);
   };
   spec.get = [field](const TrainConfig& c) { return c.*field; };
@@ -185,11 +192,7 @@ OptionSpec EnumOption(std::string name, std::vector<std::string> aliases, Enum T
   spec.help = std::move(help);
   spec.choices = names;
   spec.set = [field, names, value_aliases](TrainConfig& c, const std::string& t) {
-    std::string value = t;
-    for (const auto& [alias, canonical] : value_aliases) {
-      if (Folded(value) == Folded(alias)) value = canonical;
-    }
-    const std::string chosen = MatchChoice(value, names);
+    const std::string chosen = MatchChoice(ResolveValueAlias(t, value_aliases), names);
     c.*field = static_cast<Enum>(std::find(names.begin(), names.end(), chosen) - names.begin());
   };
   spec.get = [field, names](const TrainConfig& c) { return names[static_cast<size_t>(c.*field)]; };
