@@ -1,6 +1,6 @@
 // One optimizer step's work, whatever executes it: a step is grad_accum micro-batches, each
 // forward and backward, then the gradients' reduction and the optimizer step. The training loop
-// (worker/trainer.cpp) calls, per step,
+// (TrainingSession, worker/training_session.cpp) calls, per step,
 //
 //   for each micro-batch:  loss = runner.MicroBatch(batch, images, micro_in_step, last_micro, step, timeline);
 //   then:                  runner.FinishStep(step_nonfinite, timeline);
