@@ -805,16 +805,19 @@ void ResolvePrecisionForDevice(TrainConfig& config, bool cuda) {
   config.precision_warning = resolved.warning;
 }
 
-std::string CheckpointPath(const TrainConfig& config, const std::string& output_folder) {
-  if (config.checkpoint.empty()) return "";
-  std::string folder = config.checkpoint;
+std::string WithOutputFolder(std::string path, const std::string& output_folder) {
   const std::string placeholder = kOutputFolderPlaceholder;
-  for (size_t at = folder.find(placeholder); at != std::string::npos; at = folder.find(placeholder, at)) {
-    folder.replace(at, placeholder.size(), output_folder);
+  for (size_t at = path.find(placeholder); at != std::string::npos; at = path.find(placeholder, at)) {
+    path.replace(at, placeholder.size(), output_folder);
     at += output_folder.size();
   }
+  return path;
+}
+
+std::string CheckpointPath(const TrainConfig& config, const std::string& output_folder) {
+  if (config.checkpoint.empty()) return "";
   const std::string name = config.checkpoint_name.empty() ? ModelLabel(config.model) + ".pth" : config.checkpoint_name;
-  return folder + "/" + name;
+  return WithOutputFolder(config.checkpoint, output_folder) + "/" + name;
 }
 
 namespace {

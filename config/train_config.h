@@ -25,6 +25,9 @@ namespace mgpu {
 // In --checkpoint's folder: the run's output folder.
 inline constexpr char kOutputFolderPlaceholder[] = "{out}";
 
+// `path` with every kOutputFolderPlaceholder replaced by `output_folder`.
+std::string WithOutputFolder(std::string path, const std::string& output_folder);
+
 // --num-workers' bound. Loader threads mostly wait on file reads, so more of them than cores can
 // help; past a few hundred they only add memory (each holds prefetched samples) and thread starts
 // that a container's pids limit may refuse. A fixed bound keeps a config valid on every host.

@@ -11,13 +11,10 @@
 #include "worker/graphed_step.h"
 
 namespace mgpu {
-namespace {
 
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+double TrainingSession::SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
 }
-
-}  // namespace
 
 // ----------------------------------------------------------------------------
 // The training loop. A step is grad_accum micro-batches, then the gradients' reduction and the

@@ -73,6 +73,9 @@ class TrainingSession {
  private:
   using Clock = std::chrono::steady_clock;
 
+  // Wall-clock seconds from `start` to now.
+  static double SecondsSince(Clock::time_point start);
+
   // An epoch's step phases, as the device ran them and as the host issued them.
   struct EpochPhases {
     PhaseSeconds device;

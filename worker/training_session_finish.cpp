@@ -26,10 +26,6 @@ constexpr char kStateDictFile[] = "model_state_dict.pt";
 // phase_seconds' entry of the all-reduces' device time, hidden or not.
 constexpr char kCollectivesTotal[] = "collectives_total";
 
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 std::map<std::string, double> PhaseMap(const PhaseSeconds& phases) {
   std::map<std::string, double> named;
   for (size_t i = 0; i < kStepPhaseCount; ++i) named[StepPhaseName(static_cast<StepPhase>(i))] = phases.seconds[i];

@@ -27,10 +27,6 @@
 namespace mgpu {
 namespace {
 
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 FusedOptimizer MakeOptimizer(const TrainConfig& config, std::vector<torch::Tensor> parameters,
                              Precision precision) {
   OptimizerOptions options;

@@ -45,13 +45,7 @@ ModelFile SplitModel(const std::string& model) {
 // library or module file for a user's model.
 std::string PathOf(const OptionSpec& spec, const std::string& value, const std::string& run_folder) {
   if (spec.path_use == PathUse::kLoadsModel) return IsUserModel(value) ? SplitModel(value).path : "";
-  if (spec.path_use != PathUse::kWrites) return value;
-  std::string path = value;
-  const std::string placeholder = kOutputFolderPlaceholder;
-  for (size_t at = path.find(placeholder); at != std::string::npos; at = path.find(placeholder, at + run_folder.size())) {
-    path.replace(at, placeholder.size(), run_folder);
-  }
-  return path;
+  return spec.path_use == PathUse::kWrites ? WithOutputFolder(value, run_folder) : value;
 }
 
 std::string Roots(const std::vector<std::string>& roots) {
