@@ -39,7 +39,14 @@ sys.path.insert(0, HERE)
 from results_folder import default_results_folder  # noqa: E402
 
 BATCH = 256  # per GPU
-WARMUP, SHORT, LONG = 15, 15, 60  # steps: warm-up, then the two run lengths measured after it
+WARMUP, SHORT = 15, 15  # steps: warm-up, then the short run length measured after it
+MAX_LONG = 135  # the long run length, where one epoch of the folder holds it (long_steps)
+
+
+def long_steps(images, world):
+    """The long run's steps after the warm-up: as many as one epoch holds (an epoch's end inside a
+    measurement would add its evaluation), at most MAX_LONG, at least SHORT + 15."""
+    return max(SHORT + 15, min(MAX_LONG, images // (BATCH * world) - WARMUP - 1))
 CORES_PER_GPU_FOR_COMPUTE_TARGET = 12
 
 
@@ -105,8 +112,8 @@ def mgpu_pair(args, name, base_flags, world):
     """The short and the long run of one mgpu configuration: the row's measurements, or an error."""
     from gpu_bench import log_every_for, measured_throughput  # imports torch: only where a row runs
 
-    runs = {}
-    for length, steps in (("short", SHORT), ("long", LONG)):
+    runs, long = {}, long_steps(args.images, world)
+    for length, steps in (("short", SHORT), ("long", long)):
         out = os.path.join(args.out, f"{name}-{length}")
         cmd = [os.path.join(args.build, "bin", "mgpu-worker"), *base_flags, "--batch-size", str(BATCH * world),
                "--max-steps", str(WARMUP + steps), "--log-every", str(log_every_for(WARMUP, steps)), "--out", out]
@@ -121,7 +128,7 @@ def mgpu_pair(args, name, base_flags, world):
     rate, _, _ = measured_throughput(out, WARMUP, BATCH * world)
     with open(os.path.join(out, "summary.json")) as f:
         parameters = json.load(f).get("parameters")
-    return {"images_per_second": BATCH * world * (LONG - SHORT) / extra_wall, "parameters": parameters,
+    return {"images_per_second": BATCH * world * (long - SHORT) / extra_wall, "parameters": parameters,
             "cpu_cores_used": (runs["long"][1] - runs["short"][1]) / extra_wall,
             "data_wait_share": data_wait_share(out), "metrics_csv_images_per_second": rate,
             "wall_seconds": {k: v[0] for k, v in runs.items()}}
@@ -136,7 +143,7 @@ def mgpu_rows(args, model, world, workers):
     stream = ["--dataset", "imagefolder", "--data-dir", args.data_dir, "--data-loading", "stream", "--augment",
               "rrc-flip", "--resize", "224", "--image-size", "224", *args.e2e_flags.split()]
     synthetic = ["--dataset", "synthetic", "--image-size", "224", "--synthetic-test", "256",
-                 "--synthetic-train", str(BATCH * world * (WARMUP + LONG + 1))]
+                 "--synthetic-train", str(BATCH * world * (WARMUP + long_steps(args.images, world) + 1))]
     rows = {}
     for kind, flags in (("mgpu e2e", stream), ("mgpu synthetic", synthetic)):
         name = f"{model}-x{world}-{kind.split()[1]}"
@@ -151,7 +158,7 @@ def mgpu_rows(args, model, world, workers):
 def pytorch_row(args, model, world, workers):
     cmd = [args.bench_python, os.path.join(HERE, "e2e_reference.py"), "--data-dir", args.data_dir, "--model", model,
            "--world", str(world), "--workers", str(workers), "--batch", str(BATCH), "--warmup", str(WARMUP),
-           "--steps", str(LONG), "--port", str(free_port())]
+           "--steps", str(long_steps(args.images, world)), "--port", str(free_port())]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.run_timeout,
                               env=dict(os.environ, NCCL_NVLS_ENABLE="0"))
@@ -264,8 +271,9 @@ def main():
     for model in models:
         for world in worlds:
             workers = args.workers or max(1, cores // world)
-            if world * BATCH * (WARMUP + LONG) > args.images:
-                print(f"warning: {model} x{world}: {world * BATCH * (WARMUP + LONG)} images per measurement, more than "
+            if world * BATCH * (WARMUP + long_steps(args.images, world)) > args.images:
+                print(f"warning: {model} x{world}: {world * BATCH * (WARMUP + long_steps(args.images, world))} images "
+                      "per measurement, more than "
                       f"the folder's {args.images}: an epoch ends inside it (--images)", flush=True)
             row = {"model": model, "world": world, "workers": workers, **mgpu_rows(args, model, world, workers),
                    "PyTorch": pytorch_row(args, model, world, workers)}
@@ -280,7 +288,8 @@ def main():
             "gpus": gpus, "cores": cores, "torch": torch.__version__, "images": args.images,
             "data_dir": args.data_dir, "mgpu_flags": args.mgpu_flags, "e2e_flags": args.e2e_flags,
             "command": " ".join(sys.argv),
-            "steps": {"warmup": WARMUP, "short": SHORT, "long": LONG, "batch_per_gpu": BATCH}}
+            "steps": {"warmup": WARMUP, "short": SHORT, "batch_per_gpu": BATCH,
+                      "long_by_world": {str(w): long_steps(args.images, w) for w in worlds}}}
     with open(os.path.join(args.out, "e2e-bench.json"), "w") as f:
         json.dump({"meta": meta, "e2e": rows}, f, indent=2)
     print_table(rows, meta)

@@ -1,25 +1,30 @@
 // `--decode gpu`: a streamed JPEG data set's batches decoded by nvJPEG on the training device.
 //
-// One producer thread builds the batches of a pass in order, up to kBatchesAhead ahead of the
+// One producer thread hands out the batches of a pass in order, up to kBatchesAhead ahead of the
 // training loop. For each batch:
-//   1. on the CPU (the producer plus num_workers - 1 helper threads): read each sample's bytes,
-//      parse its JPEG header (data/jpeg_header.h) and draw its crop with the same random draws as
-//      the CPU path (StreamingImages::PlanCrop), so a sample is the same crop whichever decoder
-//      runs; samples nvJPEG does not take (PNG, progressive, CMYK, 4:1:1, > kMaxGpuPixels, bad
-//      headers) are decoded there by the CPU path, --on-bad-image applying as always;
-//   2. on a side stream of the device: nvJPEG's batched decode (the hardware JPEG engine where the
-//      GPU has one, with region-of-interest decoding of just the crop; else the GPU-assisted
-//      backend and a full decode), in chunks whose output stays under kDecodeBufferBytes; then,
-//      per image, LibTorch's antialiased bilinear resize of the crop to side x side (rounded to
-//      whole 8-bit levels, as the CPU path stores them), the flip, and the batch's normalization.
-//      A chunk nvJPEG refuses (a corrupt stream) is decoded by the CPU path instead.
-// The producer waits for the side stream before handing a batch out, so a batch is complete when
-// Next() returns it; Next() tells the caching allocator that the compute stream uses it.
+//   1. on the CPU (num_workers threads, working one batch ahead of the device): read each sample's
+//      bytes, parse its JPEG header (data/jpeg_header.h) and draw its crop with the same random
+//      draws as the CPU path (StreamingImages::PlanCrop), so a sample is the same crop whichever
+//      decoder runs; samples nvJPEG does not take (PNG, progressive, CMYK, 4:1:1, > kMaxGpuPixels,
+//      bad headers) are decoded there by the CPU path, --on-bad-image applying as always;
+//   2. on a side stream of the device, in chunks of kChunkImages (data/nvjpeg_decoder.h):
+//      nvJPEG's batched decode by the GPU's JPEG engines where it has them (region-of-interest
+//      decoding of just the crop), else by the CUDA (GPU-hybrid) backend with full decodes. Each
+//      crop is resized into its place in the batch by LibTorch's antialiased bilinear resize;
+//      then, once per batch, the rounding to whole 8-bit levels (as the CPU path stores them), the
+//      flips and the normalization. A chunk nvJPEG refuses (a corrupt stream) is retried image by
+//      image, and what it still refuses is decoded by the CPU path. (The CUDA decoder taking a
+//      share of each batch beside the engines, as DALI's hw_decoder_load does, was measured:
+//      1x H100, 2026-11-26, decode only, the engines alone 9,900 img/s, the CUDA decoder alone
+//      3,900, the two sharing 5,700.)
+// The producer waits (polling, not spinning) for the device before handing a batch out, so a
+// batch is complete when Next() returns it; Next() tells the caching allocator that the compute
+// stream uses it.
 //
-// Device memory: at most kBatchesAhead + 2 float batches (B x 3 x side x side x 4 bytes: those
-// waiting, the one being built, the one the step holds), one
-// decode chunk's buffer (<= kDecodeBufferBytes, or one image of <= 3 x kMaxGpuPixels bytes), and
-// nvJPEG's own state; MemoryBoundBytes() says how much, for the start-up table.
+// Device memory: at most kBatchesAhead + 4 float batches (B x 3 x side x side x 4 bytes: those
+// waiting, the one being built, the one the step holds, the flips' temporaries), one chunk's
+// output and its float copy (5 x kDecodeBufferBytes, or 5 x 3 x kMaxGpuPixels bytes for one large
+// image), and nvJPEG's own state; MemoryBoundBytes() says how much, for the start-up table.
 #pragma once
 
 #include <cstdint>
@@ -42,15 +47,24 @@ struct GpuDecodeStats {
   std::map<std::string, int64_t> fallback_reasons;  // RouteName() or "nvjpeg_error" -> count
 };
 
+// Which nvJPEG backend decodes.
+enum class GpuDecoders {
+  kFastest,   // the first that starts of hardware (the GPU's JPEG engines), GPU-hybrid, default
+  kCudaOnly,  // GPU-hybrid or default: the CUDA decoder, as on GPUs without JPEG engines (tests)
+};
+
 class GpuJpegBatches : public BatchSource {
  public:
   static constexpr int kBatchesAhead = 2;
-  static constexpr int64_t kDecodeBufferBytes = int64_t{512} << 20;
+  // A chunk: what one nvJPEG call decodes, bounded in output bytes (full-size decodes, an upper
+  // bound). At least 51 images: the GPU-hybrid backend decodes Huffman on the GPU above 50.
+  static constexpr int64_t kChunkImages = 64;
+  static constexpr int64_t kDecodeBufferBytes = int64_t{64} << 20;
 
   // `device` must be a CUDA device. Throws BadInputError where nvJPEG is missing (compiled out,
   // or libnvjpeg not found) or refuses to start, naming what to install.
   GpuJpegBatches(std::shared_ptr<const StreamingImages> source, torch::Device device, int64_t batch_size,
-                 int num_workers);
+                 int num_workers, GpuDecoders decoders = GpuDecoders::kFastest);
   ~GpuJpegBatches() override;
   GpuJpegBatches(const GpuJpegBatches&) = delete;
   GpuJpegBatches& operator=(const GpuJpegBatches&) = delete;

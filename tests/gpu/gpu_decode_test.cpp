@@ -25,6 +25,10 @@
 #include "tests/support/test_support.h"
 
 namespace mgpu {
+
+// Test names and ctest's list show the decoder by name.
+void PrintTo(GpuDecoders decoders, std::ostream* os) { *os << (decoders == GpuDecoders::kFastest ? "fastest" : "cuda"); }
+
 namespace {
 
 using namespace mgpu::testing;
@@ -135,10 +139,20 @@ class GpuDecode : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(GpuDecode, RandomResizedCropsMatchTheCpuPathOverEpochsAndFallbacksAreCounted) {
+// Each decoder: the fastest (the JPEG engines, where the GPU has them: region decodes) and the
+// CUDA decoder (full decodes, cropped on the device), which GPUs without the engines run.
+class GpuDecodeEachDecoder : public GpuDecode, public ::testing::WithParamInterface<GpuDecoders> {};
+
+INSTANTIATE_TEST_SUITE_P(Decoders, GpuDecodeEachDecoder,
+                         ::testing::Values(GpuDecoders::kFastest, GpuDecoders::kCudaOnly),
+                         [](const ::testing::TestParamInfo<GpuDecoders>& info) {
+                           return std::string(info.param == GpuDecoders::kFastest ? "Fastest" : "CudaDecoder");
+                         });
+
+TEST_P(GpuDecodeEachDecoder, RandomResizedCropsMatchTheCpuPathOverEpochsAndFallbacksAreCounted) {
   const std::vector<Sample> samples = FixedSet();
   const auto source = Source(StreamTransform::kRandomResizedCropFlip, false, samples);
-  GpuJpegBatches gpu(source, torch::Device(torch::kCUDA, 0), source->size(), 3);
+  GpuJpegBatches gpu(source, torch::Device(torch::kCUDA, 0), source->size(), 3, GetParam());
   std::cout << "decoder: " << gpu.Describe() << "; device memory <= " << (gpu.MemoryBoundBytes() >> 20) << " MiB\n";
   for (int64_t epoch = 0; epoch < 3; ++epoch) {
     ExpectClose(CpuBatch(source, epoch), GpuBatch(source, epoch, gpu), samples, fmt::format("epoch {}", epoch));
@@ -150,6 +164,22 @@ TEST_F(GpuDecode, RandomResizedCropsMatchTheCpuPathOverEpochsAndFallbacksAreCoun
   EXPECT_EQ(stats.fallback_reasons.at("progressive"), 3);
   EXPECT_EQ(stats.fallback_reasons.at("unusual_sampling"), 3);
   EXPECT_EQ(stats.fallback_reasons.at("not_jpeg"), 3);
+}
+
+// More samples than one chunk holds: the chunks land at their samples' places, and every sample's
+// flip is its own.
+TEST_P(GpuDecodeEachDecoder, ABatchOfManyChunksMatchesTheCpuPathSampleBySample) {
+  const std::vector<Sample> set = FixedSet();
+  std::vector<Sample> samples;
+  while (static_cast<int64_t>(samples.size()) < 2 * GpuJpegBatches::kChunkImages + 20) {
+    samples.insert(samples.end(), set.begin(), set.end());
+  }
+  const auto source = Source(StreamTransform::kRandomResizedCropFlip, false, samples);
+  GpuJpegBatches gpu(source, torch::Device(torch::kCUDA, 0), source->size(), 4, GetParam());
+  ExpectClose(CpuBatch(source, 1), GpuBatch(source, 1, gpu), samples, "many chunks");
+  const GpuDecodeStats stats = gpu.stats();
+  const auto on_gpu = std::count_if(samples.begin(), samples.end(), [](const Sample& s) { return s.on_gpu; });
+  EXPECT_EQ(stats.gpu_images, on_gpu) << "nvJPEG refused a chunk: " << stats.fallback_reasons.count("nvjpeg_error");
 }
 
 TEST_F(GpuDecode, CentreCropsMatchTheCpuPath) {

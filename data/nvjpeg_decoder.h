@@ -1,0 +1,83 @@
+// One nvJPEG backend's batched decoder (data/gpu_jpeg_batches.h's device side): a handle, its
+// decode state and region parameters, used by one thread at a time.
+//
+// Decode() takes a chunk of JPEGs already routed to the GPU (data/jpeg_header.h) with each one's
+// crop window, and enqueues their decode on a stream into one uint8 buffer: with the hardware
+// backend, just each window (region-of-interest decode); with the others, each full image, of
+// which the crop is then a view. The caller orders its uses of the buffer on the same stream, and
+// keeps the JPEGs' bytes alive until the stream has passed them. The hardware backend, which
+// writes at the call rather than in stream order, first waits (on the host) for the stream.
+#pragma once
+
+#if defined(MGPU_HAVE_NVJPEG) && defined(MGPU_WITH_CUDA)
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+#include <torch/torch.h>
+
+#include "data/image_ops.h"
+#include "data/nvjpeg_library.h"
+
+namespace mgpu {
+
+// One JPEG of a chunk: its bytes (owned by the caller), full size and the window to crop.
+struct EncodedCrop {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+  ImageSize full;
+  Window window;
+};
+
+// A chunk's decoded pixels: one flat uint8 buffer and where each crop lies in it.
+struct DecodedChunk {
+  torch::Tensor pixels;  // (total,) uint8 on the device, planar RGB per image
+  struct Place {
+    int64_t offset = 0;  // of the image's first plane
+    int64_t height = 0;  // of the decoded planes (the window's, or the full image's)
+    int64_t width = 0;
+    Window crop;         // within the decoded planes
+  };
+  std::vector<Place> places;
+
+  // Crop k of `buffer` (pixels itself, or a converted copy of the same length): (3, h, w).
+  torch::Tensor Crop(const torch::Tensor& buffer, size_t k) const;
+};
+
+class NvjpegDecoder {
+ public:
+  // nullptr where nvJPEG cannot start `backend` on the current device.
+  static std::unique_ptr<NvjpegDecoder> TryCreate(const NvjpegLibrary& lib, nvjpegBackend_t backend);
+  ~NvjpegDecoder();
+  NvjpegDecoder(const NvjpegDecoder&) = delete;
+  NvjpegDecoder& operator=(const NvjpegDecoder&) = delete;
+
+  // Enqueues the chunk's decode on `stream` (the current device's), into `out`; false if nvJPEG
+  // refused the chunk (a stream its header did not show to be bad). A hardware decoder that finds
+  // region decoding refused falls back to full decodes from then on.
+  bool Decode(const std::vector<EncodedCrop>& chunk, cudaStream_t stream, DecodedChunk& out);
+
+  nvjpegBackend_t backend() const { return backend_; }
+  // "hardware (the GPU's JPEG engines) backend, region-of-interest decode of each crop"
+  std::string Describe() const;
+
+ private:
+  NvjpegDecoder(const NvjpegLibrary& lib, nvjpegBackend_t backend, nvjpegHandle_t handle, nvjpegJpegState_t state);
+  bool DecodeAll(const std::vector<EncodedCrop>& chunk, bool region, cudaStream_t stream, DecodedChunk& out);
+  bool EnsureRegionParams(size_t n);
+
+  const NvjpegLibrary& lib_;
+  const nvjpegBackend_t backend_;
+  nvjpegHandle_t handle_ = nullptr;
+  nvjpegJpegState_t state_ = nullptr;
+  std::atomic<bool> region_decode_{false};  // read by Describe() on other threads
+  int initialized_for_ = 0;  // the batch size nvjpegDecodeBatchedInitialize was last given
+  std::vector<nvjpegDecodeParams_t> params_;
+};
+
+}  // namespace mgpu
+#endif
