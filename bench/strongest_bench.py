@@ -75,7 +75,8 @@ def mgpu_process(args, model, steps, out):
     per_image = channels * side * side * 4
     images = plan["batch"] * min(plan["warmup"] + plan["long"] + 1, max(2, (2 << 30) // per_image // plan["batch"]))
     cmd = [os.path.join(args.build, "bin", "mgpu-worker"), "--model", model, "--dataset", "synthetic",
-           "--image-size", str(side), "--synthetic-train", str(images), "--synthetic-test", "256",
+           "--image-size", str(side), "--synthetic-channels", str(channels), "--synthetic-train", str(images),
+           "--synthetic-test", "256",
            "--batch-size", str(plan["batch"]), "--max-steps", str(plan["warmup"] + steps), "--epochs", "100000",
            "--log-every", str(log_every_for(plan["warmup"], steps)), "--optimizer", "sgd", "--momentum", "0.9",
            "--lr", "0.01", "--precision", "amp-bf16", "--progress", "lines", "--out", out, "--device", "cuda"]

@@ -270,6 +270,16 @@ void AddDataAndModelOptions(std::vector<OptionSpec>& o) {
                         "synthetic: number of training images"));
   o.push_back(IntOption("synthetic-test", {}, &TrainConfig::synthetic_test, 1,
                         "synthetic: number of test images"));
+  o.push_back(IntOption("synthetic-channels", {}, &TrainConfig::synthetic_channels, 1,
+                        "synthetic: channels per image, 1 (grayscale, the shape of MNIST's images and of "
+                        "LeNet's first layer there) or 3 (RGB)"));
+  o.back().choices = {"1", "3"};
+  o.back().set = [parse = o.back().set](TrainConfig& c, const std::string& t) {
+    parse(c, t);
+    if (c.synthetic_channels != 1 && c.synthetic_channels != 3) {
+      throw BadInputError(fmt::format("{} channels: synthetic images have 1 (grayscale) or 3 (RGB)", t));
+    }
+  };
 }
 
 // The options of --help's "Augmentation" section, in their order there.

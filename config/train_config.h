@@ -55,6 +55,7 @@ struct TrainConfig {
   int64_t img_size = 0;
   int64_t synthetic_train = 50000;
   int64_t synthetic_test = 10000;
+  int64_t synthetic_channels = 3;  // 1 (grayscale, as MNIST) or 3 (RGB)
 
   // Augmentation (config/augment_options.h, data/augment.h).
   std::string augment = "none";

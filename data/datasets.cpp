@@ -23,11 +23,11 @@ constexpr int64_t kSyntheticClasses = 10;
 
 // Every byte b of the split is byte (b % 8) of the draw b / 8 of the stream (seed, split, 0):
 // the result does not depend on how the work is divided among threads.
-ImageDataset SyntheticSplit(const std::string& name, uint64_t split_id, int64_t n, int64_t side,
+ImageDataset SyntheticSplit(const std::string& name, uint64_t split_id, int64_t n, int64_t channels, int64_t side,
                             uint64_t seed) {
   ImageDataset split;
   split.name = "synthetic/" + name;
-  split.images = torch::empty({n, 3, side, side}, torch::kUInt8);  // (N, 3, S, S)
+  split.images = torch::empty({n, channels, side, side}, torch::kUInt8);  // (N, C, S, S)
   uint8_t* pixels = split.images.data_ptr<uint8_t>();
   const int64_t bytes = split.images.numel();
   const CounterRng pixel_stream(seed, split_id, 0);
@@ -59,21 +59,26 @@ ImageDataset SyntheticSplit(const std::string& name, uint64_t split_id, int64_t 
   }
   for (int64_t c = 0; c < kSyntheticClasses; ++c) split.class_names.push_back(std::to_string(c));
   // Uniform bytes 0..255: mean 127.5, standard deviation sqrt((256^2 - 1) / 12).
-  split.mean = std::vector<float>(3, 0.5f);
-  split.stddev = std::vector<float>(3, static_cast<float>(std::sqrt((256.0 * 256.0 - 1.0) / 12.0) / 255.0));
+  split.mean = std::vector<float>(static_cast<size_t>(channels), 0.5f);
+  split.stddev = std::vector<float>(static_cast<size_t>(channels),
+                                    static_cast<float>(std::sqrt((256.0 * 256.0 - 1.0) / 12.0) / 255.0));
   return split;
 }
 
 }  // namespace
 
-TrainTestSplit MakeSyntheticDataset(int64_t train, int64_t test, int64_t side, uint64_t seed) {
+TrainTestSplit MakeSyntheticDataset(int64_t train, int64_t test, int64_t side, uint64_t seed, int64_t channels) {
   if (train < 1 || test < 1 || side < 1) {
     throw BadInputError(fmt::format("synthetic data needs at least 1 training image, 1 test image "
                                     "and 1 pixel; got --synthetic-train {}, --synthetic-test {}, "
                                     "--image-size {}", train, test, side));
   }
-  return TrainTestSplit{SyntheticSplit("train", 0, train, side, seed),
-                        SyntheticSplit("test", 1, test, side, seed),
+  if (channels != 1 && channels != 3) {
+    throw BadInputError(fmt::format("--synthetic-channels {}: synthetic images have 1 (grayscale) or 3 (RGB)",
+                                    channels));
+  }
+  return TrainTestSplit{SyntheticSplit("train", 0, train, channels, side, seed),
+                        SyntheticSplit("test", 1, test, channels, side, seed),
                         fmt::format("generated from seed {}", seed), {}};
 }
 
@@ -86,7 +91,7 @@ TrainTestSplit LoadDataset(const std::string& name, const std::string& folder,
   }
   if (name == "synthetic") {
     return MakeSyntheticDataset(options.synthetic_train, options.synthetic_test, options.image_size,
-                                options.seed);
+                                options.seed, options.synthetic_channels);
   }
   if (name == "webdataset") {
     // Stretched to image_size x image_size, as imagefolder's images in memory.

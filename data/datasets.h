@@ -25,6 +25,7 @@ struct DatasetOptions {
   std::string on_bad_image = "fail";  // imagefolder: fail | skip
   int64_t synthetic_train = 50000;    // synthetic: training images
   int64_t synthetic_test = 10000;     // synthetic: test images
+  int64_t synthetic_channels = 3;     // synthetic: 1 (grayscale) or 3 (RGB)
   uint64_t seed = 0;                  // synthetic: pixels and labels follow from it; stream: crops
   std::string data_loading = "auto";  // auto | memory | stream (OpenDataset)
   // auto streams when the decoded images would take more than this; 0: kMemoryBudgetFraction
@@ -60,6 +61,6 @@ OpenedDataset OpenDataset(const std::string& name, const std::string& folder, co
 
 // `train` + `test` images of 3 x side x side uniformly random bytes with uniformly random labels
 // among 10 classes; a pure function of (seed, sizes), filled by parallel threads.
-TrainTestSplit MakeSyntheticDataset(int64_t train, int64_t test, int64_t side, uint64_t seed);
+TrainTestSplit MakeSyntheticDataset(int64_t train, int64_t test, int64_t side, uint64_t seed, int64_t channels = 3);
 
 }  // namespace mgpu

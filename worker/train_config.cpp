@@ -5,8 +5,15 @@
 namespace mgpu {
 
 DatasetOptions DatasetOptionsFrom(const TrainConfig& config) {
-  return DatasetOptions{config.image_size,     config.on_bad_image, config.synthetic_train,
-                        config.synthetic_test, config.seed,         config.data_loading};
+  DatasetOptions options;
+  options.image_size = config.image_size;
+  options.on_bad_image = config.on_bad_image;
+  options.synthetic_train = config.synthetic_train;
+  options.synthetic_test = config.synthetic_test;
+  options.synthetic_channels = config.synthetic_channels;
+  options.seed = config.seed;
+  options.data_loading = config.data_loading;
+  return options;
 }
 
 DdpOptions DdpOptionsFrom(const TrainConfig& config) {

@@ -186,6 +186,26 @@ TEST_F(WorkerCli, ModelIsBuiltForTheAugmentedImageSize) {
   EXPECT_EQ(summary["dataset"], "synthetic");
 }
 
+TEST_F(WorkerCli, GrayscaleSyntheticImagesBuildLeNetAsOnMnist) {
+  // --synthetic-channels 1 at 28 px: LeNet's first convolution takes one channel, 61,706
+  // parameters, as on Fashion-MNIST and in PyTorch's LeNet (three channels make 62,006).
+  const std::vector<std::string> flags = {"--dataset", "synthetic", "--synthetic-train", "64", "--synthetic-test",
+                                          "32", "--image-size", "28", "--max-steps", "2"};
+  std::vector<std::string> gray = flags;
+  gray.insert(gray.end(), {"--synthetic-channels", "1"});
+  CommandResult result = Train("gray", gray);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(ReadSummary(out_ / "gray")["parameters"], 61706);
+  ASSERT_EQ(Train("rgb", flags).exit_code, 0);
+  EXPECT_EQ(ReadSummary(out_ / "rgb")["parameters"], 62006);
+  std::vector<std::string> two = flags;
+  two.insert(two.end(), {"--synthetic-channels", "2"});
+  result = Train("two", two);
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("--synthetic-channels: 2 channels: synthetic images have 1 (grayscale) or 3 (RGB)"),
+            std::string::npos) << result.output;
+}
+
 TEST_F(WorkerCli, ConfigFileSetsOptionsAndFlagsWin) {
   WriteBytes(out_ / "c.yaml", "batch_size: 64\noptimizer: sgd\nlr: 0.05\nmax-steps: 3\n");
   CommandResult result = Train("run", {"--config", out_ / "c.yaml", "--max-steps", "4"});

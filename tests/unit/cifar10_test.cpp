@@ -141,6 +141,16 @@ TEST(SyntheticDataset, IsAPureFunctionOfTheSeed) {
   EXPECT_FALSE(torch::equal(a.train.images.slice(0, 0, 50), a.test.images));
 }
 
+TEST(SyntheticDataset, GrayscaleImagesHaveOneChannelAndItsStatistics) {
+  const TrainTestSplit data = MakeSyntheticDataset(100, 10, 28, 1, /*channels=*/1);
+  EXPECT_EQ(data.train.images.sizes(), (std::vector<int64_t>{100, 1, 28, 28}));
+  EXPECT_EQ(data.test.images.sizes(), (std::vector<int64_t>{10, 1, 28, 28}));
+  EXPECT_EQ(data.train.channels(), 1);
+  EXPECT_EQ(data.train.mean.size(), 1u);
+  EXPECT_EQ(data.train.stddev.size(), 1u);
+  EXPECT_THROW(MakeSyntheticDataset(100, 10, 28, 1, /*channels=*/2), BadInputError);
+}
+
 TEST(SyntheticDataset, LooksLikeUniformNoiseOverTenClasses) {
   const TrainTestSplit data = MakeSyntheticDataset(2000, 10, 32, 1);
   EXPECT_EQ(data.train.num_classes(), 10);

@@ -290,13 +290,16 @@ TEST(TrainConfig, DatasetOptionsCarryImageSizeBadImagePolicyAndSeed) {
   FindTrainOption("image-size")->set(config, "256");
   FindTrainOption("on-bad-image")->set(config, "skip");
   FindTrainOption("synthetic-train")->set(config, "500");
+  FindTrainOption("synthetic-channels")->set(config, "1");
   config.seed = 3;
   const DatasetOptions options = DatasetOptionsFrom(config);
   EXPECT_EQ(options.image_size, 256);
   EXPECT_EQ(options.on_bad_image, "skip");
   EXPECT_EQ(options.synthetic_train, 500);
   EXPECT_EQ(options.synthetic_test, 10000);
+  EXPECT_EQ(options.synthetic_channels, 1);
   EXPECT_EQ(options.seed, 3u);
+  EXPECT_THROW(FindTrainOption("synthetic-channels")->set(config, "2"), BadInputError);
   EXPECT_THROW(FindTrainOption("on-bad-image")->set(config, "ignore"), BadInputError);
 }
 
