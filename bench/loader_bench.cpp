@@ -4,13 +4,13 @@
 //
 //   mgpu-loader-bench --data-dir DIR [--num-workers N] [--batch-size 256] [--size 224]
 //                     [--max-images M] [--seed S] [--decode cpu|gpu] [--device K]
-//                     [--gpu-decoders fastest|cuda]
+//                     [--gpu-decoder fastest|cuda]
 //
 // --decode gpu times the nvJPEG path instead (data/gpu_jpeg_batches.h): the N threads read files,
 // parse headers and draw crops, the device decodes, crops, resizes and normalizes; the clock stops
 // when the last batch is complete on the device. The JSON line then adds decode ("gpu"), device,
 // decoder (nvJPEG's backend), gpu_images and cpu_fallbacks: decode-only img/s per GPU, beside the
-// CPU loader's img/s per core of --decode cpu. --gpu-decoders cuda measures the CUDA decoder, as on
+// CPU loader's img/s per core of --decode cpu. --gpu-decoder cuda measures the CUDA decoder, as on
 // a GPU without JPEG engines.
 //
 // DIR holds DIR/train/<class>/*.jpg (bench/make_jpeg_folder.py writes one). The epoch order is
@@ -55,7 +55,7 @@ struct Options {
   uint64_t seed = 0;
   std::string decode = "cpu";  // cpu | gpu
   int device = 0;              // --decode gpu: the CUDA device's index
-  GpuDecoders gpu_decoders = GpuDecoders::kFastest;
+  GpuDecoderChoice gpu_decoder = GpuDecoderChoice::kFastest;
 };
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
@@ -85,7 +85,7 @@ int Run(const Options& options) {
   if (options.decode == "gpu") {
     if (!torch::cuda::is_available()) throw BadInputError("--decode gpu: no CUDA device is visible to this process");
     auto decoder = std::make_unique<GpuJpegBatches>(source, torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(options.device)),
-                                                    options.batch_size, options.num_workers, options.gpu_decoders);
+                                                    options.batch_size, options.num_workers, options.gpu_decoder);
     gpu = decoder.get();
     batches = std::move(decoder);
   } else {
@@ -140,9 +140,9 @@ int main(int argc, char** argv) {
   app.add_option("--decode", options.decode, "cpu: the loader threads decode; gpu: nvJPEG on --device")
       ->check(CLI::IsMember({"cpu", "gpu"}));
   app.add_option("--device", options.device, "--decode gpu: the CUDA device's index")->check(CLI::Range(0, 1023));
-  const std::map<std::string, mgpu::GpuDecoders> decoders{{"fastest", mgpu::GpuDecoders::kFastest},
-                                                          {"cuda", mgpu::GpuDecoders::kCudaOnly}};
-  app.add_option("--gpu-decoders", options.gpu_decoders,
+  const std::map<std::string, mgpu::GpuDecoderChoice> decoders{{"fastest", mgpu::GpuDecoderChoice::kFastest},
+                                                          {"cuda", mgpu::GpuDecoderChoice::kCudaOnly}};
+  app.add_option("--gpu-decoder", options.gpu_decoder,
                  "--decode gpu: fastest (the GPU's JPEG engines where it has them, as mgpu-worker decodes) "
                  "or cuda (nvJPEG's GPU-hybrid backend, as on a GPU without them)")
       ->transform(CLI::CheckedTransformer(decoders, CLI::ignore_case));

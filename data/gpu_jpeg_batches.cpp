@@ -30,7 +30,7 @@ namespace mgpu {
 
 struct GpuJpegBatches::Impl {};
 
-GpuJpegBatches::GpuJpegBatches(std::shared_ptr<const StreamingImages>, torch::Device, int64_t, int, GpuDecoders) {
+GpuJpegBatches::GpuJpegBatches(std::shared_ptr<const StreamingImages>, torch::Device, int64_t, int, GpuDecoderChoice) {
   throw BadInputError(fmt::format("--decode gpu: {}; or pass --decode cpu (or auto)", WhyNoNvjpeg()));
 }
 GpuJpegBatches::~GpuJpegBatches() = default;
@@ -95,11 +95,11 @@ void WaitPolitely(const at::cuda::CUDAEvent& event) {
 
 struct GpuJpegBatches::Impl {
   Impl(std::shared_ptr<const StreamingImages> source_in, torch::Device device_in, int64_t batch_size_in,
-       int threads_in, GpuDecoders decoders)
+       int threads_in, GpuDecoderChoice choice)
       : source(std::move(source_in)), device(device_in), batch_size(batch_size_in),
         threads(std::max(threads_in, 1)), side(source->image_size().height) {
     const c10::cuda::CUDAGuard on_device(device);
-    OpenDecoder(decoders);
+    OpenDecoder(choice);
     stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
     std::vector<float> scale, shift;  // as BatchLoader: v * 1 / (255 stddev) - mean / stddev
     for (size_t c = 0; c < 3; ++c) {
@@ -112,10 +112,10 @@ struct GpuJpegBatches::Impl {
   ~Impl() { Stop(); }
 
   // The first backend of hardware, GPU-hybrid, default that starts (kCudaOnly: of the last two).
-  void OpenDecoder(GpuDecoders decoders) {
+  void OpenDecoder(GpuDecoderChoice choice) {
     const NvjpegLibrary& lib = OpenNvjpeg();
     std::vector<nvjpegBackend_t> backends{NVJPEG_BACKEND_GPU_HYBRID, NVJPEG_BACKEND_DEFAULT};
-    if (decoders == GpuDecoders::kFastest) backends.insert(backends.begin(), NVJPEG_BACKEND_HARDWARE);
+    if (choice == GpuDecoderChoice::kFastest) backends.insert(backends.begin(), NVJPEG_BACKEND_HARDWARE);
     for (nvjpegBackend_t backend : backends) {
       if ((decoder = NvjpegDecoder::TryCreate(lib, backend))) break;
     }
@@ -381,8 +381,8 @@ struct GpuJpegBatches::Impl {
 };
 
 GpuJpegBatches::GpuJpegBatches(std::shared_ptr<const StreamingImages> source, torch::Device device,
-                               int64_t batch_size, int num_workers, GpuDecoders decoders)
-    : impl_(std::make_unique<Impl>(std::move(source), device, batch_size, num_workers, decoders)) {}
+                               int64_t batch_size, int num_workers, GpuDecoderChoice choice)
+    : impl_(std::make_unique<Impl>(std::move(source), device, batch_size, num_workers, choice)) {}
 
 GpuJpegBatches::~GpuJpegBatches() = default;
 

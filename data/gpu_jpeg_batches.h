@@ -48,7 +48,7 @@ struct GpuDecodeStats {
 };
 
 // Which nvJPEG backend decodes.
-enum class GpuDecoders {
+enum class GpuDecoderChoice {
   kFastest,   // the first that starts of hardware (the GPU's JPEG engines), GPU-hybrid, default
   kCudaOnly,  // GPU-hybrid or default: the CUDA decoder, as on GPUs without JPEG engines (tests)
 };
@@ -64,7 +64,7 @@ class GpuJpegBatches : public BatchSource {
   // `device` must be a CUDA device. Throws BadInputError where nvJPEG is missing (compiled out,
   // or libnvjpeg not found) or refuses to start, naming what to install.
   GpuJpegBatches(std::shared_ptr<const StreamingImages> source, torch::Device device, int64_t batch_size,
-                 int num_workers, GpuDecoders decoders = GpuDecoders::kFastest);
+                 int num_workers, GpuDecoderChoice choice = GpuDecoderChoice::kFastest);
   ~GpuJpegBatches() override;
   GpuJpegBatches(const GpuJpegBatches&) = delete;
   GpuJpegBatches& operator=(const GpuJpegBatches&) = delete;

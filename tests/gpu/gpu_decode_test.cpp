@@ -27,7 +27,7 @@
 namespace mgpu {
 
 // Test names and ctest's list show the decoder by name.
-void PrintTo(GpuDecoders decoders, std::ostream* os) { *os << (decoders == GpuDecoders::kFastest ? "fastest" : "cuda"); }
+void PrintTo(GpuDecoderChoice decoder, std::ostream* os) { *os << (decoder == GpuDecoderChoice::kFastest ? "fastest" : "cuda"); }
 
 namespace {
 
@@ -141,12 +141,12 @@ class GpuDecode : public ::testing::Test {
 
 // Each decoder: the fastest (the JPEG engines, where the GPU has them: region decodes) and the
 // CUDA decoder (full decodes, cropped on the device), which GPUs without the engines run.
-class GpuDecodeEachDecoder : public GpuDecode, public ::testing::WithParamInterface<GpuDecoders> {};
+class GpuDecodeEachDecoder : public GpuDecode, public ::testing::WithParamInterface<GpuDecoderChoice> {};
 
 INSTANTIATE_TEST_SUITE_P(Decoders, GpuDecodeEachDecoder,
-                         ::testing::Values(GpuDecoders::kFastest, GpuDecoders::kCudaOnly),
-                         [](const ::testing::TestParamInfo<GpuDecoders>& info) {
-                           return std::string(info.param == GpuDecoders::kFastest ? "Fastest" : "CudaDecoder");
+                         ::testing::Values(GpuDecoderChoice::kFastest, GpuDecoderChoice::kCudaOnly),
+                         [](const ::testing::TestParamInfo<GpuDecoderChoice>& info) {
+                           return std::string(info.param == GpuDecoderChoice::kFastest ? "Fastest" : "CudaDecoder");
                          });
 
 TEST_P(GpuDecodeEachDecoder, RandomResizedCropsMatchTheCpuPathOverEpochsAndFallbacksAreCounted) {
