@@ -2,10 +2,12 @@
 # --decode gpu's benchmark rows (issue 40), on one GPU host:
 #   1. decode only: mgpu-loader-bench --decode gpu and --decode cpu at 2 and 4 threads, 20,000
 #      images of the loader benchmark's JPEG folder: nvJPEG's img/s per GPU beside the CPU
-#      loader's (divide by the threads for its img/s per core) -> OUT_DIR/gpu-decode.jsonl;
+#      loader's (divide by the threads for its img/s per core), and nvJPEG's CUDA decoder alone
+#      (--gpu-decoder cuda, as on a GPU without JPEG engines) -> OUT_DIR/gpu-decode.jsonl;
 #   2. end to end, where bench/e2e_bench.py is there: ResNet-18 with 4 loader threads per GPU and
 #      ResNet-50 with 2, --decode gpu, one GPU and all GPUs -> OUT_DIR/e2e-resnet18-w4/ and
-#      OUT_DIR/e2e-resnet50-w2/ (their e2e-bench.json holds the synthetic rate beside).
+#      OUT_DIR/e2e-resnet50-w2/ (their e2e-bench.json holds the synthetic rate beside);
+#   3. OUT_DIR/gpu-decode.json: both, for bench/targets.py (issue 40's targets).
 #   bash bench/gpu_decode_bench.sh BUILD_DIR OUT_DIR PYTHON
 # PYTHON needs numpy and Pillow once, to generate the JPEG folder (bench/make_jpeg_folder.py);
 # e2e_bench.py's own Python is MGPU_BENCH_PYTHON, as in bench/run_all.sh.
@@ -28,10 +30,28 @@ for threads in 2 4; do
       --max-images 20000 | tee -a "$rows"
   done
 done
+# nvJPEG's CUDA decoder alone: what a GPU without JPEG engines decodes.
+"$BUILD/bin/mgpu-loader-bench" --data-dir "$DATA" --decode gpu --gpu-decoder cuda --num-workers 4 \
+  --max-images 20000 | tee -a "$rows"
 mv "$rows" "$OUT/gpu-decode.jsonl"
 if [ -f "$HERE/e2e_bench.py" ]; then
   "$PYTHON" "$HERE/e2e_bench.py" --build "$BUILD" --out "$OUT/e2e-resnet18-w4" --models resnet18 --workers 4 \
-    --e2e-flags "--decode gpu" --run-timeout 240
+    --e2e-flags "--decode gpu" --run-timeout 240 || true
   "$PYTHON" "$HERE/e2e_bench.py" --build "$BUILD" --out "$OUT/e2e-resnet50-w2" --models resnet50 --workers 2 \
-    --e2e-flags "--decode gpu" --run-timeout 240
+    --e2e-flags "--decode gpu" --run-timeout 240 || true
 fi
+"$PYTHON" - "$OUT" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+decode_only = [json.loads(line) for line in open(os.path.join(out, "gpu-decode.jsonl")) if line.startswith("{")]
+e2e = []
+for model, folder in (("resnet18", "e2e-resnet18-w4"), ("resnet50", "e2e-resnet50-w2")):
+    path = os.path.join(out, folder, "e2e-bench.json")
+    try:
+        with open(path) as f:
+            e2e.append({"model": model, "result": json.load(f)})
+    except (OSError, ValueError) as e:
+        e2e.append({"model": model, "error": f"no {folder}/e2e-bench.json ({e.__class__.__name__})"})
+with open(os.path.join(out, "gpu-decode.json"), "w") as f:
+    json.dump({"gpu_decode": {"decode_only": decode_only, "e2e": e2e}}, f, indent=2)
+PY

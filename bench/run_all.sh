@@ -133,10 +133,11 @@ if [ "$GPUS" -ge 2 ]; then
     --gpus 2 --repeats 1
 fi
 # Issue 40's --decode gpu rows (decode only, and end to end at 4 and 2 threads per GPU).
-step gpu-decode gpu-decode.jsonl bash "$HERE/gpu_decode_bench.sh" "$BUILD" "$OUT/gpu-decode" "$PYTHON"
+step gpu-decode gpu-decode.json bash "$HERE/gpu_decode_bench.sh" "$BUILD" "$OUT/gpu-decode" "$PYTHON"
 results=()
 for f in gpu/bench-results.json gpu-graphs/bench-results.json divergence/divergence-bench.json dp/dp-bench-results.json speed/speed-bench.json \
-         strongest/strongest-bench.json e2e/e2e-bench.json allreduce/allreduce-sweep.json launcher/launcher-bench.json; do
+         strongest/strongest-bench.json e2e/e2e-bench.json allreduce/allreduce-sweep.json launcher/launcher-bench.json \
+         gpu-decode/gpu-decode.json; do
   [ -s "$OUT/$f" ] && results+=("$OUT/$f")
 done
 if [ ${#results[@]} -gt 0 ]; then

@@ -7,7 +7,8 @@ measures it). bench/run_all.sh calls it at the end; it also reads stored results
 Recognized files: gpu_bench.py's bench-results.json (DDP/DataParallel/precision rows),
 dp_bench.py's dp-bench-results.json, speed_bench.py's speed-bench.json, divergence_bench.py's
 divergence-bench.json, launcher_bench.py's launcher-bench.json, allreduce_sweep.py's
-allreduce-sweep.json, strongest_bench.py's strongest-bench.json and e2e_bench.py's e2e-bench.json.
+allreduce-sweep.json, strongest_bench.py's strongest-bench.json, e2e_bench.py's e2e-bench.json and
+gpu_decode_bench.sh's gpu-decode.json.
 A gpu_bench.py run with --mgpu-flags (run_all.sh's gpu-graphs step:
 --cuda-graphs true) adds its DDP rows only, each target named with the flags; its one-GPU rows
 serve as those rows' scaling baseline, not as issue 6's eager precision rows.
@@ -17,6 +18,8 @@ import sys
 
 
 def kind_of(data):
+    if "gpu_decode" in data:
+        return "gpu-decode"
     if "divergence" in data:
         return "divergence"
     if "strongest" in data:
@@ -47,6 +50,9 @@ class Table:
 
     def add(self, issue, target, measured, met, source):
         self.rows.append((issue, target, measured, "met" if met else "missed", source))
+
+    def report(self, issue, target, measured, source):  # a number the issue asks to see, no threshold
+        self.rows.append((issue, target, measured, "reported", source))
 
     def absent(self, issue, target, driver):
         self.rows.append((issue, target, "-", "not measured", driver))
@@ -240,12 +246,47 @@ def e2e_targets(table, data, source):
                 table.add(39, label, measured, verdict == "met", source)
 
 
+# Issue 40: --decode gpu's end-to-end rate as a share of synthetic, with at most this many threads per GPU.
+DECODE_TARGETS = {"resnet18": (0.90, 4), "resnet50": (0.95, 2)}
+
+
+def gpu_decode_targets(table, data, source):
+    lines = data["gpu_decode"]["decode_only"]
+    for line in (l for l in lines if l.get("decode") == "gpu"):
+        cpu = next((l for l in lines if l.get("decode") == "cpu" and l.get("num_workers") == line.get("num_workers")),
+                   None)
+        beside = (f"; the CPU loader {cpu['images_per_second'] / max(cpu['num_workers'], 1):,.0f} img/s per core"
+                  if cpu else "")
+        backend = "the JPEG engines" if "hardware" in line.get("decoder", "") else "the CUDA decoder"
+        table.report(40, f"decode-only img/s per GPU, {line['num_workers']} threads, {backend}",
+                     f"{line['images_per_second']:,.0f}{beside}", source)
+    for run in data["gpu_decode"]["e2e"]:
+        need, threads = DECODE_TARGETS[run["model"]]
+        if "result" not in run:
+            table.add(40, f"{run['model']} --decode gpu >= {need:.0%} of synthetic", run.get("error", "-"), False,
+                      source)
+            continue
+        for row in run["result"]["e2e"]:
+            target = (f"{row['model']} --decode gpu x{row['world']}, {row['workers']} threads/GPU (at most {threads}): "
+                      f">= {need:.0%} of synthetic")
+            e2e, synthetic = row["mgpu e2e"], row["mgpu synthetic"]
+            if not (ok(e2e, "images_per_second") and ok(synthetic, "images_per_second")):
+                errors = "; ".join(f"{k}: {r['error'][:60]}" for k, r in (("e2e", e2e), ("synthetic", synthetic))
+                                   if "error" in r)
+                table.add(40, target, errors or "no result", False, source)
+                continue
+            share = e2e["images_per_second"] / synthetic["images_per_second"]
+            table.add(40, target, f"{share:.0%} ({e2e['images_per_second']:,.0f} / "
+                      f"{synthetic['images_per_second']:,.0f} img/s)", share >= need and row["workers"] <= threads, source)
+
+
 HANDLERS = {"gpu": gpu_targets, "dp": dp_targets, "speed": speed_targets, "divergence": divergence_targets,
             "launcher": launcher_targets, "allreduce": allreduce_targets, "strongest": strongest_targets,
-            "e2e": e2e_targets}
+            "e2e": e2e_targets, "gpu-decode": gpu_decode_targets}
 DRIVERS = {"gpu": "bench/gpu_bench.py", "dp": "bench/dp_bench.py", "speed": "bench/speed_bench.py",
            "divergence": "bench/divergence_bench.py", "launcher": "bench/launcher_bench.py",
-           "allreduce": "bench/allreduce_sweep.py", "strongest": "bench/strongest_bench.py", "e2e": "bench/e2e_bench.py"}
+           "allreduce": "bench/allreduce_sweep.py", "strongest": "bench/strongest_bench.py", "e2e": "bench/e2e_bench.py",
+           "gpu-decode": "bench/gpu_decode_bench.sh"}
 
 
 def main():
