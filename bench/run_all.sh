@@ -31,6 +31,9 @@
 #              bench/setup_bench_env.sh's venv (make bench-gpu sets it up; MGPU_BENCH_PYTHON)
 #   allreduce  bench/allreduce_sweep.py: bus bandwidth through mgpu's communicator and PyTorch's
 #   launcher   bench/launcher_bench.py: mgpu run vs mpirun vs torchrun's environment
+#   gpu-decode bench/gpu_decode_bench.sh: --decode gpu decode only (nvJPEG's JPEG engines and its CUDA
+#              decoder, beside the CPU loader) and end to end (ResNet-18 at 4 threads per GPU,
+#              ResNet-50 at 2, against synthetic) (issue 40)
 # then bench/targets.py: one table of every target, met or missed, into OUT_DIR/targets.md.
 # A driver that fails is reported and the others still run; the exit code is 1 if any failed.
 # Issue 10 asks for all of it within 10 minutes on a 2-GPU host, so by default each driver runs
