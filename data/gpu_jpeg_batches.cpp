@@ -86,7 +86,7 @@ void ParallelFor(int64_t n, int threads, const Work& work) {
   if (error) std::rethrow_exception(error);
 }
 
-// Waits for `event` by polling: a thread waiting on the JPEG engines spends no core spinning.
+// Waits for `event` by polling: the producer, waiting for the device, spends no core spinning.
 void WaitPolitely(const at::cuda::CUDAEvent& event) {
   while (!event.query()) std::this_thread::sleep_for(std::chrono::microseconds(50));
 }
