@@ -64,8 +64,8 @@ bench-loader: build
 
 # Every GPU claim against PyTorch on a GPU host (bench/run_all.sh; results in bench/results/DATE-HOST-run-all/);
 # BENCH_GPU_ARGS=--full runs the whole matrix instead of the rows the targets read, "--only e2e,strongest"
-# some steps. The end-to-end step's PyTorch side needs the bench venv (torchvision); without it that step
-# says so and the others run.
+# some steps. The end-to-end and loader steps' PyTorch side needs the bench venv (torchvision); without it
+# those steps say so and the others run.
 bench-gpu: build
 	bash bench/setup_bench_env.sh $(BUILD_DIR) || echo "bench-gpu: no bench venv; the e2e step will say why" >&2
 	. ./$(ENV_FILE) && MGPU_PYTHON="$$MGPU_PYTHON" bash bench/run_all.sh $(BENCH_GPU_ARGS) $(BUILD_DIR)

@@ -34,6 +34,8 @@
 #   gpu-decode bench/gpu_decode_bench.sh: --decode gpu decode only (nvJPEG's JPEG engines and its CUDA
 #              decoder, beside the CPU loader) and end to end (ResNet-18 at 4 threads per GPU,
 #              ResNet-50 at 2, against synthetic) (issue 40)
+#   loader     bench/loader_throughput.sh: the streaming loader alone against PyTorch's DataLoader +
+#              torchvision at 0, 2, 4 and 8 workers, 7,680 images each (issues 30 and 39; the bench venv)
 # then bench/targets.py: one table of every target, met or missed, into OUT_DIR/targets.md.
 # A driver that fails is reported and the others still run; the exit code is 1 if any failed.
 # Issue 10 asks for all of it within 10 minutes on a 2-GPU host, so by default each driver runs
@@ -47,7 +49,7 @@
 set -uo pipefail
 FULL=false
 ONLY=""
-STEPS="gpu gpu-graphs divergence dp speed strongest e2e gpu-decode allreduce launcher"
+STEPS="gpu gpu-graphs divergence dp speed strongest e2e gpu-decode loader allreduce launcher"
 usage="usage: bash bench/run_all.sh [--full] [--only STEP,...] BUILD_DIR [OUT_DIR]; steps: ${STEPS// /, }"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -137,10 +139,15 @@ if [ "$GPUS" -ge 2 ]; then
 fi
 # Issue 40's --decode gpu rows (decode only, and end to end at 4 and 2 threads per GPU).
 step gpu-decode gpu-decode.json bash "$HERE/gpu_decode_bench.sh" "$BUILD" "$OUT/gpu-decode" "$PYTHON"
+# The loader alone (CPU), on the end-to-end step's JPEG folder where it is there.
+CACHE=${MGPU_CACHE:-$HOME/.cache/mgpu}
+[ -d "$CACHE/bench-e2e/jpeg-40000/train" ] && export DATA_DIR="$CACHE/bench-e2e/jpeg-40000"
+step loader loader.json env SKIP_RSS=1 MAX_IMAGES=7680 WORKERS="0 2 4 8" bash "$HERE/loader_throughput.sh" \
+  "$BUILD/bin/mgpu-loader-bench" "${MGPU_BENCH_PYTHON:-$CACHE/venv-bench/bin/python}" "$OUT/loader"
 results=()
 for f in gpu/bench-results.json gpu-graphs/bench-results.json divergence/divergence-bench.json dp/dp-bench-results.json speed/speed-bench.json \
          strongest/strongest-bench.json e2e/e2e-bench.json allreduce/allreduce-sweep.json launcher/launcher-bench.json \
-         gpu-decode/gpu-decode.json; do
+         gpu-decode/gpu-decode.json loader/loader.json; do
   [ -s "$OUT/$f" ] && results+=("$OUT/$f")
 done
 if [ ${#results[@]} -gt 0 ]; then

@@ -8,7 +8,7 @@ Recognized files: gpu_bench.py's bench-results.json (DDP/DataParallel/precision 
 dp_bench.py's dp-bench-results.json, speed_bench.py's speed-bench.json, divergence_bench.py's
 divergence-bench.json, launcher_bench.py's launcher-bench.json, allreduce_sweep.py's
 allreduce-sweep.json, strongest_bench.py's strongest-bench.json, e2e_bench.py's e2e-bench.json and
-gpu_decode_bench.sh's gpu-decode.json.
+gpu_decode_bench.sh's gpu-decode.json and loader_throughput.sh's loader.json.
 A gpu_bench.py run with --mgpu-flags (run_all.sh's gpu-graphs step:
 --cuda-graphs true) adds its DDP rows only, each target named with the flags; its one-GPU rows
 serve as those rows' scaling baseline, not as issue 6's eager precision rows.
@@ -20,6 +20,8 @@ import sys
 def kind_of(data):
     if "gpu_decode" in data:
         return "gpu-decode"
+    if "machine" in data and "runs" in data:
+        return "loader"
     if "divergence" in data:
         return "divergence"
     if "strongest" in data:
@@ -280,13 +282,26 @@ def gpu_decode_targets(table, data, source):
                       f"{synthetic['images_per_second']:,.0f} img/s)", share >= need and row["workers"] <= threads, source)
 
 
+def loader_targets(table, data, source):
+    timed = [r for r in data["runs"] if not r.get("rss_run")]
+    cores = data["machine"].get("cores")
+    for workers in sorted({r["num_workers"] for r in timed}):
+        rate = {r["loader"]: r["images_per_second"] for r in timed if r["num_workers"] == workers}
+        target = f"streaming loader, {workers} workers, {cores} cores: >= 2x PyTorch's DataLoader + torchvision"
+        if "mgpu" not in rate or "pytorch" not in rate:
+            table.add("30, 39", target, f"only {', '.join(rate) or 'no'} rows", False, source)
+            continue
+        x = rate["mgpu"] / rate["pytorch"]
+        table.add("30, 39", target, f"{x:.2f}x ({rate['mgpu']:,.0f} / {rate['pytorch']:,.0f} img/s)", x >= 2.0, source)
+
+
 HANDLERS = {"gpu": gpu_targets, "dp": dp_targets, "speed": speed_targets, "divergence": divergence_targets,
             "launcher": launcher_targets, "allreduce": allreduce_targets, "strongest": strongest_targets,
-            "e2e": e2e_targets, "gpu-decode": gpu_decode_targets}
+            "e2e": e2e_targets, "gpu-decode": gpu_decode_targets, "loader": loader_targets}
 DRIVERS = {"gpu": "bench/gpu_bench.py", "dp": "bench/dp_bench.py", "speed": "bench/speed_bench.py",
            "divergence": "bench/divergence_bench.py", "launcher": "bench/launcher_bench.py",
            "allreduce": "bench/allreduce_sweep.py", "strongest": "bench/strongest_bench.py", "e2e": "bench/e2e_bench.py",
-           "gpu-decode": "bench/gpu_decode_bench.sh"}
+           "gpu-decode": "bench/gpu_decode_bench.sh", "loader": "bench/loader_throughput.sh"}
 
 
 def main():
