@@ -323,7 +323,7 @@ class ForgedCheckpoint : public ::testing::Test {
 };
 
 TEST_F(ForgedCheckpoint, AMissingStateEntryIsRefusedNamingIt) {
-  Forge([](nlohmann::json&, c10::impl::GenericDict& payload) { payload.erase("rng_cpu"); });
+  Forge([](nlohmann::json&, c10::impl::GenericDict& payload) { ASSERT_EQ(payload.erase("rng_cpu"), 1u); });
   const std::string message = Refusal();
   EXPECT_TRUE(Contains(message, "it has no 'rng_cpu'")) << message;
 }
