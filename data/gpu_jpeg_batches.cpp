@@ -7,7 +7,6 @@
 
 #if defined(MGPU_HAVE_NVJPEG) && defined(MGPU_WITH_CUDA)
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -15,7 +14,6 @@
 #include <mutex>
 #include <thread>
 
-#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -84,11 +82,6 @@ void ParallelFor(int64_t n, int threads, const Work& work) {
   run();
   for (auto& thread : pool) thread.join();
   if (error) std::rethrow_exception(error);
-}
-
-// Waits for `event` by polling: the producer, waiting for the device, spends no core spinning.
-void WaitPolitely(const at::cuda::CUDAEvent& event) {
-  while (!event.query()) std::this_thread::sleep_for(std::chrono::microseconds(50));
 }
 
 }  // namespace
@@ -236,9 +229,7 @@ struct GpuJpegBatches::Impl {
     Batch batch;
     batch.images = images;
     batch.labels = torch::tensor(labels, torch::kInt64).to(device);
-    at::cuda::CUDAEvent whole;
-    whole.record(stream);
-    WaitPolitely(whole);  // the batch is whole; the chunks' buffers and bytes may go
+    WaitForStream(stream.stream());  // the batch is whole; the chunks' buffers and bytes may go
     return batch;
   }
 

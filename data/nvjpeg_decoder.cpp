@@ -18,13 +18,11 @@ const char* BackendName(nvjpegBackend_t backend) {
   }
 }
 
-// Waits on the host until `stream` has run everything enqueued on it, polling: the thread spends
-// no core spinning.
+}  // namespace
+
 void WaitForStream(cudaStream_t stream) {
   while (cudaStreamQuery(stream) == cudaErrorNotReady) std::this_thread::sleep_for(std::chrono::microseconds(50));
 }
-
-}  // namespace
 
 torch::Tensor DecodedChunk::Crop(const torch::Tensor& buffer, size_t k) const {
   const Place& p = places[k];

@@ -48,6 +48,10 @@ struct DecodedChunk {
   torch::Tensor Crop(const torch::Tensor& buffer, size_t k) const;
 };
 
+// Waits on the host until `stream` has run everything enqueued on it, polling: the waiting thread
+// spends no core spinning (cudaStreamSynchronize may spin).
+void WaitForStream(cudaStream_t stream);
+
 class NvjpegDecoder {
  public:
   // nullptr where nvJPEG cannot start `backend` on the current device.
