@@ -17,6 +17,11 @@
 //      share of each batch beside the engines, as DALI's hw_decoder_load does, was measured:
 //      1x H100, 2026-11-26, decode only, the engines alone 9,900 img/s, the CUDA decoder alone
 //      3,900, the two sharing 5,700.)
+// The producer is what limits a fast model: nvJPEG's hardware call blocks until its chunk is
+// decoded, 8-10 ms per 256 images alone and 16-21 ms beside ResNet-18's training (1x H100), so a
+// batch takes 25-28 ms to build while the step takes 21.5. Two decoders in turn, two producer
+// threads (their calls serialize), nvJPEG's pre-allocated pool or LibTorch's allocators did not
+// change that (bench/results/2026-11-26-1xH100-decode-producer/).
 // The producer waits (polling, not spinning) for the device before handing a batch out, so a
 // batch is complete when Next() returns it; Next() tells the caching allocator that the compute
 // stream uses it.
