@@ -172,9 +172,26 @@ Batch BatchLoader::Allocate(int64_t batch_index) const {
   const auto label_options = torch::TensorOptions().dtype(torch::kInt64).pinned_memory(options_.pin_memory);
   Batch batch;
   batch.index = batch_index;
-  batch.images = torch::empty({count, samples_->channels(), out_size_.height, out_size_.width}, float_options);
+  batch.images = options_.pin_memory
+                     ? torch::empty({count, samples_->channels(), out_size_.height, out_size_.width}, float_options)
+                     : ImageBuffer(count);
   batch.labels = torch::empty({count}, label_options);
   return batch;
+}
+
+torch::Tensor BatchLoader::ImageBuffer(int64_t count) const {
+  const std::vector<int64_t> shape{count, samples_->channels(), out_size_.height, out_size_.width};
+  std::lock_guard<std::mutex> lock(spare_mutex_);
+  for (const torch::Tensor& spare : spare_images_) {
+    // Held by the list alone (this handle is its tensor's only one, and that tensor its storage's
+    // only user, so no batch, view or step holds it), and nothing else can take it.
+    if (spare.use_count() == 1 && spare.storage().use_count() == 1 && spare.sizes() == shape) return spare;
+  }
+  torch::Tensor fresh = torch::empty(shape, torch::kFloat32);
+  if (static_cast<int64_t>(spare_images_.size()) < std::max<int64_t>(capacity_, 1) + kSpareBatches) {
+    spare_images_.push_back(fresh);
+  }
+  return fresh;
 }
 
 void BatchLoader::Fill(const std::vector<int64_t>& indices, int64_t epoch, Batch& batch, int64_t begin,

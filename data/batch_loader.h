@@ -10,7 +10,9 @@
 // 256 x 3 x 224 x 224 float batch is 154 MB). At most
 //   capacity = max(1, ceil(N * prefetch_per_worker * task samples / batch_size))
 // batches are allocated ahead of the caller, built or being built: N * prefetch_per_worker
-// tasks' worth of samples, in whole batches. A batch's contents depend only on the index list
+// tasks' worth of samples, in whole batches. Pageable batches' image buffers are reused once the
+// caller holds none of a batch (no tensor or view of it), so up to max(capacity, 1) +
+// kSpareBatches buffers stay allocated between batches. A batch's contents depend only on the index list
 // and the epoch (which keys the augmentation's random draws), never on the number of workers or
 // their timing.
 #pragma once
@@ -86,6 +88,9 @@ class BatchLoader {
   };
   int64_t BatchCount(int64_t batch_index) const;  // samples in the batch
   Batch Allocate(int64_t batch_index) const;
+  // A pageable (count, C, H, W) image buffer: a spare one nobody else holds, else a new one, kept
+  // as a spare while there is room (kSpareBatches beyond capacity()).
+  torch::Tensor ImageBuffer(int64_t count) const;
   // Loads and normalizes the batch's samples [begin, end) into it.
   void Fill(const std::vector<int64_t>& indices, int64_t epoch, Batch& batch, int64_t begin, int64_t end) const;
   void WorkerLoop();
@@ -115,6 +120,14 @@ class BatchLoader {
   std::exception_ptr worker_error_;
   bool stopping_ = false;
   std::vector<std::thread> workers_;
+
+  // Pageable batches' image buffers, reused once the caller has dropped a batch: a new 154 MB
+  // buffer costs the kernel about 37,000 page faults, each a page to zero and map, then an
+  // unmapping (a quarter of a core's loading time, measured with perf on 2026-11-26). Pinned
+  // buffers are cached by the CUDA host allocator instead.
+  static constexpr int64_t kSpareBatches = 3;
+  mutable std::mutex spare_mutex_;  // not mutex_: Allocate runs with and without it held
+  mutable std::vector<torch::Tensor> spare_images_;
 };
 
 }  // namespace mgpu

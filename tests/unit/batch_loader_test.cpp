@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <string>
 
 #include "common/status.h"
@@ -79,6 +80,35 @@ TEST(BatchLoader, WorkerThreadsProduceIdenticalBatchesInOrder) {
       }
     }
   }
+}
+
+TEST(BatchLoader, ABatchsBufferIsReusedOnlyOnceNothingHoldsIt) {
+  ImageDataset ds = MakeDataset(40);
+  BatchLoader loader(ds, LoaderOptions{8, 0});
+  std::vector<int64_t> order(40);
+  std::iota(order.begin(), order.end(), 0);
+  loader.StartEpoch(order);
+  const void* first = loader.Next()->images.data_ptr();  // the batch is dropped at once
+  std::optional<Batch> second = loader.Next();
+  EXPECT_EQ(second->images.data_ptr(), first) << "a dropped batch's buffer is reused";
+  const torch::Tensor row = second->images[3];  // a view keeps the buffer
+  const torch::Tensor expected = row.clone();
+  second.reset();
+  for (int k = 0; k < 3; ++k) EXPECT_NE(loader.Next()->images.data_ptr(), first) << "batch " << k + 2;
+  EXPECT_TRUE(torch::equal(row, expected)) << "the held view was overwritten";
+}
+
+TEST(BatchLoader, WorkersNeverReuseABufferTheCallerHolds) {
+  ImageDataset ds = MakeDataset(2000);
+  std::vector<int64_t> order(2000);
+  std::iota(order.begin(), order.end(), 0);
+  BatchLoader loader(ds, LoaderOptions{16, 3});
+  loader.StartEpoch(order);
+  const Batch held = *loader.Next();
+  const torch::Tensor expected = held.images.clone();
+  while (loader.Next()) {
+  }
+  EXPECT_TRUE(torch::equal(held.images, expected));
 }
 
 TEST(BatchLoader, AbandonedEpochDoesNotLeakIntoTheNext) {
