@@ -17,6 +17,12 @@ LoaderOptions WithoutAugmentation(LoaderOptions options) {
   return options;
 }
 
+// The spare list's handle is the tensor's only one, and that tensor its storage's only user: no
+// batch, view or step holds the buffer, and none can take it but through the list.
+bool HeldByTheListAlone(const torch::Tensor& spare) {
+  return spare.use_count() == 1 && spare.storage().use_count() == 1;
+}
+
 }  // namespace
 
 BatchLoader::BatchLoader(const ImageDataset& dataset, LoaderOptions options)
@@ -161,6 +167,11 @@ void BatchLoader::WorkerLoop() {
   }
 }
 
+int64_t BatchLoader::image_buffers_allocated() const {
+  std::lock_guard<std::mutex> lock(spare_mutex_);
+  return image_buffers_allocated_;
+}
+
 int64_t BatchLoader::BatchCount(int64_t batch_index) const {
   return std::min<int64_t>(options_.batch_size,
                            static_cast<int64_t>(indices_->size()) - batch_index * options_.batch_size);
@@ -183,13 +194,19 @@ torch::Tensor BatchLoader::ImageBuffer(int64_t count) const {
   const std::vector<int64_t> shape{count, samples_->channels(), out_size_.height, out_size_.width};
   std::lock_guard<std::mutex> lock(spare_mutex_);
   for (const torch::Tensor& spare : spare_images_) {
-    // Held by the list alone (this handle is its tensor's only one, and that tensor its storage's
-    // only user, so no batch, view or step holds it), and nothing else can take it.
-    if (spare.use_count() == 1 && spare.storage().use_count() == 1 && spare.sizes() == shape) return spare;
+    if (HeldByTheListAlone(spare) && spare.sizes() == shape) return spare;
   }
   torch::Tensor fresh = torch::empty(shape, torch::kFloat32);
+  ++image_buffers_allocated_;
   if (static_cast<int64_t>(spare_images_.size()) < std::max<int64_t>(capacity_, 1) + kSpareBatches) {
     spare_images_.push_back(fresh);
+    return fresh;
+  }
+  for (torch::Tensor& spare : spare_images_) {  // full: a free buffer of another shape (a last batch) makes room
+    if (HeldByTheListAlone(spare)) {
+      spare = fresh;
+      break;
+    }
   }
   return fresh;
 }

@@ -80,6 +80,8 @@ class BatchLoader {
   int64_t prefetched() const;
   // Batches allocated ahead of the caller (see above); 0 without worker threads.
   int64_t capacity() const { return capacity_; }
+  // Pageable image buffers allocated so far; a batch whose buffer is reused adds none.
+  int64_t image_buffers_allocated() const;
 
  private:
   struct Building {
@@ -89,7 +91,8 @@ class BatchLoader {
   int64_t BatchCount(int64_t batch_index) const;  // samples in the batch
   Batch Allocate(int64_t batch_index) const;
   // A pageable (count, C, H, W) image buffer: a spare one nobody else holds, else a new one, kept
-  // as a spare while there is room (kSpareBatches beyond capacity()).
+  // as a spare while there is room (kSpareBatches beyond capacity()) or in place of a free spare
+  // of another shape.
   torch::Tensor ImageBuffer(int64_t count) const;
   // Loads and normalizes the batch's samples [begin, end) into it.
   void Fill(const std::vector<int64_t>& indices, int64_t epoch, Batch& batch, int64_t begin, int64_t end) const;
@@ -128,6 +131,7 @@ class BatchLoader {
   static constexpr int64_t kSpareBatches = 3;
   mutable std::mutex spare_mutex_;  // not mutex_: Allocate runs with and without it held
   mutable std::vector<torch::Tensor> spare_images_;
+  mutable int64_t image_buffers_allocated_ = 0;  // guarded by spare_mutex_
 };
 
 }  // namespace mgpu
