@@ -126,7 +126,7 @@ class BatchLoader {
 
   // Pageable batches' image buffers, reused once the caller has dropped a batch: a new 154 MB
   // buffer costs the kernel about 37,000 page faults, each a page to zero and map, then an
-  // unmapping (a quarter of a core's loading time, measured with perf on 2026-11-26). Pinned
+  // unmapping (a quarter of a core's loading time: perf on the 2-core VM, 2026-11-26). Pinned
   // buffers are cached by the CUDA host allocator instead.
   static constexpr int64_t kSpareBatches = 3;
   mutable std::mutex spare_mutex_;  // not mutex_: Allocate runs with and without it held

@@ -82,7 +82,7 @@ TEST(BatchLoader, WorkerThreadsProduceIdenticalBatchesInOrder) {
   }
 }
 
-TEST(BatchLoader, ABatchsBufferIsReusedOnlyOnceNothingHoldsIt) {
+TEST(BatchLoader, ABatchBufferIsReusedOnlyOnceNothingHoldsIt) {
   ImageDataset ds = MakeDataset(40);
   BatchLoader loader(ds, LoaderOptions{8, 0});
   std::vector<int64_t> order(40);
