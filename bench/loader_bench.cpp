@@ -4,14 +4,15 @@
 //
 //   mgpu-loader-bench --data-dir DIR [--num-workers N] [--batch-size 256] [--size 224]
 //                     [--max-images M] [--seed S] [--decode cpu|gpu] [--device K]
-//                     [--gpu-decoder fastest|cuda]
+//                     [--gpu-decoder fastest|cuda] [--cpu-assist on|off]
 //
 // --decode gpu times the nvJPEG path instead (data/gpu_jpeg_batches.h): the N threads read files,
 // parse headers and draw crops, the device decodes, crops, resizes and normalizes; the clock stops
 // when the last batch is complete on the device. The JSON line then adds decode ("gpu"), device,
-// decoder (nvJPEG's backend), gpu_images and cpu_fallbacks: decode-only img/s per GPU, beside the
+// decoder (nvJPEG's backend), gpu_images, cpu_assisted and cpu_fallbacks: decode-only img/s per GPU, beside the
 // CPU loader's img/s per core of --decode cpu. --gpu-decoder cuda measures the CUDA decoder, as on
-// a GPU without JPEG engines.
+// a GPU without JPEG engines; --cpu-assist off, the device alone, without the threads decoding
+// samples beside it (cpu_assisted counts those).
 //
 // DIR holds DIR/train/<class>/*.jpg (bench/make_jpeg_folder.py writes one). The epoch order is
 // a seeded shuffle; --max-images stops after the batches covering M images (0: the whole
@@ -56,6 +57,7 @@ struct Options {
   std::string decode = "cpu";  // cpu | gpu
   int device = 0;              // --decode gpu: the CUDA device's index
   GpuDecoderChoice gpu_decoder = GpuDecoderChoice::kFastest;
+  CpuAssist cpu_assist = CpuAssist::kWhileDeviceBusy;
 };
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
@@ -85,7 +87,8 @@ int Run(const Options& options) {
   if (options.decode == "gpu") {
     if (!torch::cuda::is_available()) throw BadInputError("--decode gpu: no CUDA device is visible to this process");
     auto decoder = std::make_unique<GpuJpegBatches>(source, torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(options.device)),
-                                                    options.batch_size, options.num_workers, options.gpu_decoder);
+                                                    options.batch_size, options.num_workers, options.gpu_decoder,
+                                                    options.cpu_assist);
     gpu = decoder.get();
     batches = std::move(decoder);
   } else {
@@ -118,6 +121,7 @@ int Run(const Options& options) {
     line["device"] = fmt::format("cuda:{}", options.device);
     line["decoder"] = gpu->Describe();
     line["gpu_images"] = stats.gpu_images;
+    line["cpu_assisted"] = stats.cpu_assisted;
     line["cpu_fallbacks"] = stats.cpu_fallbacks;
   }
   std::cout << line.dump() << std::endl;
@@ -146,6 +150,12 @@ int main(int argc, char** argv) {
                  "--decode gpu: fastest (the GPU's JPEG engines where it has them, as mgpu-worker decodes) "
                  "or cuda (nvJPEG's GPU-hybrid backend, as on a GPU without them)")
       ->transform(CLI::CheckedTransformer(decoders, CLI::ignore_case));
+  const std::map<std::string, mgpu::CpuAssist> assists{{"on", mgpu::CpuAssist::kWhileDeviceBusy},
+                                                       {"off", mgpu::CpuAssist::kOff}};
+  app.add_option("--cpu-assist", options.cpu_assist,
+                 "--decode gpu: on (the threads decode samples of the next batch while the device decodes, as "
+                 "mgpu-worker does) or off (the device alone)")
+      ->transform(CLI::CheckedTransformer(assists, CLI::ignore_case));
   CLI11_PARSE(app, argc, argv);
   try {
     return mgpu::Run(options);

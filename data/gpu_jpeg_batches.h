@@ -6,30 +6,37 @@
 //      bytes, parse its JPEG header (data/jpeg_header.h) and draw its crop with the same random
 //      draws as the CPU path (StreamingImages::PlanCrop), so a sample is the same crop whichever
 //      decoder runs; samples nvJPEG does not take (PNG, progressive, CMYK, 4:1:1, > kMaxGpuPixels,
-//      bad headers) are decoded there by the CPU path, --on-bad-image applying as always;
-//   2. on a side stream of the device, in chunks of kChunkImages (data/nvjpeg_decoder.h):
+//      bad headers) are decoded there by the CPU path, --on-bad-image applying as always. Then,
+//      until the device has made the previous batch's nvJPEG calls, the same threads decode
+//      samples of this batch by the CPU path, from its end (CpuAssist): the device leaves them out;
+//   2. on the device, in chunks of kChunkImages (data/nvjpeg_decoder.h), nvJPEG's calls on a
+//      decode stream of their own and the rest on a side stream that waits for each chunk:
 //      nvJPEG's batched decode by the GPU's JPEG engines where it has them (region-of-interest
 //      decoding of just the crop), else by the CUDA (GPU-hybrid) backend with full decodes. Each
 //      crop is resized into its place in the batch by LibTorch's antialiased bilinear resize;
-//      then, once per batch, the rounding to whole 8-bit levels (as the CPU path stores them), the
-//      flips and the normalization. A chunk nvJPEG refuses (a corrupt stream) is retried image by
-//      image, and what it still refuses is decoded by the CPU path. (The CUDA decoder taking a
-//      share of each batch beside the engines, as DALI's hw_decoder_load does, was measured:
-//      1x H100, 2026-11-26, decode only, the engines alone 9,900 img/s, the CUDA decoder alone
-//      3,900, the two sharing 5,700.)
-// The producer is what limits a fast model: nvJPEG's hardware call blocks until its chunk is
-// decoded, 8-10 ms per 256 images alone and 16-21 ms beside ResNet-18's training (1x H100), so a
-// batch takes 25-28 ms to build while the step takes 21.5. Two decoders in turn, two producer
-// threads (their calls serialize), nvJPEG's pre-allocated pool or LibTorch's allocators did not
-// change that (bench/results/2026-11-26-1xH100-decode-producer/).
+//      then, once per batch, the CPU path's samples copied in from the pinned host batch, the
+//      rounding to whole 8-bit levels (as the CPU path stores them), the flips and the
+//      normalization. A chunk nvJPEG refuses (a corrupt stream) is retried image by image, and
+//      what it still refuses is decoded by the CPU path. (The CUDA decoder taking a share of each
+//      batch beside the engines, as DALI's hw_decoder_load does, was measured: 1x H100,
+//      2026-11-26, decode only, the engines alone 9,900 img/s, the CUDA decoder alone 3,900, the
+//      two sharing 5,700.)
+// The engines are what limits a fast model: nvJPEG's hardware call blocks until its chunk is
+// decoded, about 0.04 ms an image alone and 0.11 beside ResNet-18's training (1x H100, with or
+// without a high-priority stream; 0.16 beside a CUDA-graphed step), and the CPU assist takes
+// about a third of each batch off them: ResNet-18 at 224 then trains at 85-87% of its synthetic
+// rate (79-81% without the assist). Enqueuing the resizes from another thread, or handing a batch
+// on before its resizes have run, gained nothing: the calls then took longer by as much
+// (bench/results/2026-11-26-1xH100-decode-assist/).
 // The producer waits (polling, not spinning) for the device before handing a batch out, so a
 // batch is complete when Next() returns it; Next() tells the caching allocator that the compute
 // stream uses it.
 //
 // Device memory: at most kBatchesAhead + 4 float batches (B x 3 x side x side x 4 bytes: those
-// waiting, the one being built, the one the step holds, the flips' temporaries), one chunk's
-// output and its float copy (5 x kDecodeBufferBytes, or 5 x 3 x kMaxGpuPixels bytes for one large
-// image), and nvJPEG's own state; MemoryBoundBytes() says how much, for the start-up table.
+// waiting, the one being built, the one the step holds, the flips' temporaries), the batch's
+// chunk outputs and one chunk's float copy ((B / kChunkImages + 4) x kDecodeBufferBytes, or
+// x 3 x kMaxGpuPixels bytes for large images), and nvJPEG's own state; MemoryBoundBytes() says
+// how much, for the start-up table.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +55,7 @@ namespace mgpu {
 
 struct GpuDecodeStats {
   int64_t gpu_images = 0;                        // decoded by nvJPEG
+  int64_t cpu_assisted = 0;                      // nvJPEG's, decoded by the CPU threads beside it (CpuAssist)
   int64_t cpu_fallbacks = 0;                     // decoded by the CPU path instead
   std::map<std::string, int64_t> fallback_reasons;  // RouteName() or "nvjpeg_error" -> count
 };
@@ -56,6 +64,15 @@ struct GpuDecodeStats {
 enum class GpuDecoderChoice {
   kFastest,   // the first that starts of hardware (the GPU's JPEG engines), GPU-hybrid, default
   kCudaOnly,  // GPU-hybrid or default: the CUDA decoder, as on GPUs without JPEG engines (tests)
+};
+
+// Whether the CPU threads, once a batch is prepared, decode some of its samples by the CPU path
+// while the device decodes the batch before it. Pixels of one sample then differ by the two
+// decoders' tolerance depending on which one ran (the crop is the same).
+enum class CpuAssist {
+  kWhileDeviceBusy,  // until the device has enqueued the previous batch's decodes
+  kOff,              // the device decodes every sample it can (same pixels run to run)
+  kEverySample,      // the CPU path decodes every sample, the device none (tests)
 };
 
 class GpuJpegBatches : public BatchSource {
@@ -69,7 +86,8 @@ class GpuJpegBatches : public BatchSource {
   // `device` must be a CUDA device. Throws BadInputError where nvJPEG is missing (compiled out,
   // or libnvjpeg not found) or refuses to start, naming what to install.
   GpuJpegBatches(std::shared_ptr<const StreamingImages> source, torch::Device device, int64_t batch_size,
-                 int num_workers, GpuDecoderChoice choice = GpuDecoderChoice::kFastest);
+                 int num_workers, GpuDecoderChoice choice = GpuDecoderChoice::kFastest,
+                 CpuAssist assist = CpuAssist::kWhileDeviceBusy);
   ~GpuJpegBatches() override;
   GpuJpegBatches(const GpuJpegBatches&) = delete;
   GpuJpegBatches& operator=(const GpuJpegBatches&) = delete;

@@ -4,7 +4,11 @@
 #include <chrono>
 #include <thread>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include <fmt/format.h>
+#include <jpeglib.h>
 
 namespace mgpu {
 
@@ -16,6 +20,35 @@ const char* BackendName(nvjpegBackend_t backend) {
     case NVJPEG_BACKEND_GPU_HYBRID: return "GPU-hybrid (Huffman decode on the GPU)";
     default: return "default";
   }
+}
+
+constexpr int kPaddingSide = 16;
+
+// A grey kPaddingSide x kPaddingSide baseline JPEG (4:2:0, one MCU), written by libjpeg-turbo.
+std::vector<unsigned char> PaddingJpeg() {
+  jpeg_compress_struct cinfo{};
+  jpeg_error_mgr errors{};
+  cinfo.err = jpeg_std_error(&errors);
+  jpeg_create_compress(&cinfo);
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&cinfo, &out, &size);
+  cinfo.image_width = kPaddingSide;
+  cinfo.image_height = kPaddingSide;
+  cinfo.input_components = 3;
+  cinfo.in_color_space = JCS_RGB;
+  jpeg_set_defaults(&cinfo);
+  jpeg_start_compress(&cinfo, TRUE);
+  std::vector<unsigned char> row(3 * kPaddingSide, 128);
+  while (cinfo.next_scanline < cinfo.image_height) {
+    JSAMPROW rows[1] = {row.data()};
+    jpeg_write_scanlines(&cinfo, rows, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  std::vector<unsigned char> bytes(out, out + size);
+  jpeg_destroy_compress(&cinfo);
+  std::free(out);
+  return bytes;
 }
 
 }  // namespace
@@ -31,7 +64,8 @@ torch::Tensor DecodedChunk::Crop(const torch::Tensor& buffer, size_t k) const {
   return planes.narrow(1, p.crop.top, p.crop.height).narrow(2, p.crop.left, p.crop.width);
 }
 
-std::unique_ptr<NvjpegDecoder> NvjpegDecoder::TryCreate(const NvjpegLibrary& lib, nvjpegBackend_t backend) {
+std::unique_ptr<NvjpegDecoder> NvjpegDecoder::TryCreate(const NvjpegLibrary& lib, nvjpegBackend_t backend,
+                                                        int call_images) {
   nvjpegHandle_t handle = nullptr;
   if (lib.CreateEx(backend, nullptr, nullptr, 0, &handle) != NVJPEG_STATUS_SUCCESS) return nullptr;
   nvjpegJpegState_t state = nullptr;
@@ -39,12 +73,15 @@ std::unique_ptr<NvjpegDecoder> NvjpegDecoder::TryCreate(const NvjpegLibrary& lib
     lib.Destroy(handle);
     return nullptr;
   }
-  return std::unique_ptr<NvjpegDecoder>(new NvjpegDecoder(lib, backend, handle, state));
+  return std::unique_ptr<NvjpegDecoder>(new NvjpegDecoder(lib, backend, handle, state, call_images));
 }
 
 NvjpegDecoder::NvjpegDecoder(const NvjpegLibrary& lib, nvjpegBackend_t backend, nvjpegHandle_t handle,
-                             nvjpegJpegState_t state)
-    : lib_(lib), backend_(backend), handle_(handle), state_(state) {
+                             nvjpegJpegState_t state, int call_images)
+    : lib_(lib), backend_(backend), handle_(handle), state_(state), call_images_(call_images),
+      padding_(PaddingJpeg()),
+      padding_out_(torch::empty({call_images, 3 * kPaddingSide * kPaddingSide},
+                                torch::TensorOptions().dtype(torch::kUInt8).device(torch::kCUDA))) {
   region_decode_ = backend_ == NVJPEG_BACKEND_HARDWARE;
 }
 
@@ -81,7 +118,6 @@ bool NvjpegDecoder::EnsureRegionParams(size_t n) {
 
 bool NvjpegDecoder::DecodeAll(const std::vector<EncodedCrop>& chunk, bool region, cudaStream_t stream,
                               DecodedChunk& out) {
-  const auto n = static_cast<int>(chunk.size());
   out.places.assign(chunk.size(), {});
   int64_t total = 0;
   for (size_t k = 0; k < chunk.size(); ++k) {
@@ -94,16 +130,21 @@ bool NvjpegDecoder::DecodeAll(const std::vector<EncodedCrop>& chunk, bool region
     total += 3 * p.height * p.width;
   }
   out.pixels = torch::empty({total}, torch::TensorOptions().dtype(torch::kUInt8).device(torch::kCUDA));
-  std::vector<nvjpegImage_t> images(chunk.size());
-  std::vector<const unsigned char*> data(chunk.size());
-  std::vector<size_t> lengths(chunk.size());
-  uint8_t* base = out.pixels.data_ptr<uint8_t>();
-  for (size_t k = 0; k < chunk.size(); ++k) {
-    const DecodedChunk::Place& p = out.places[k];
+  const auto calls = static_cast<size_t>(call_images_);
+  std::vector<nvjpegImage_t> images(calls);
+  std::vector<const unsigned char*> data(calls, padding_.data());
+  std::vector<size_t> lengths(calls, padding_.size());
+  for (size_t k = 0; k < calls; ++k) {
+    const bool padding = k >= chunk.size();
+    uint8_t* base = padding ? padding_out_[static_cast<int64_t>(k)].data_ptr<uint8_t>()
+                            : out.pixels.data_ptr<uint8_t>() + out.places[k].offset;
+    const int64_t height = padding ? kPaddingSide : out.places[k].height;
+    const int64_t width = padding ? kPaddingSide : out.places[k].width;
     for (int c = 0; c < 3; ++c) {
-      images[k].channel[c] = base + p.offset + c * p.height * p.width;
-      images[k].pitch[c] = static_cast<size_t>(p.width);
+      images[k].channel[c] = base + c * height * width;
+      images[k].pitch[c] = static_cast<size_t>(width);
     }
+    if (padding) continue;
     data[k] = chunk[k].data;
     lengths[k] = chunk[k].size;
   }
@@ -112,17 +153,19 @@ bool NvjpegDecoder::DecodeAll(const std::vector<EncodedCrop>& chunk, bool region
   // caching allocator may have handed out again while work enqueued before still reads it, is
   // written only once the stream has run that work.
   if (backend_ == NVJPEG_BACKEND_HARDWARE) WaitForStream(stream);
-  if (initialized_for_ != n) {
-    if (lib_.DecodeBatchedInitialize(handle_, state_, n, 1, NVJPEG_OUTPUT_RGB) != NVJPEG_STATUS_SUCCESS) return false;
-    initialized_for_ = n;
+  if (!initialized_) {
+    if (lib_.DecodeBatchedInitialize(handle_, state_, call_images_, 1, NVJPEG_OUTPUT_RGB) != NVJPEG_STATUS_SUCCESS) {
+      return false;
+    }
+    initialized_ = true;
   }
   if (!region) {
     return lib_.DecodeBatched(handle_, state_, data.data(), lengths.data(), images.data(), stream) ==
            NVJPEG_STATUS_SUCCESS;
   }
-  if (!EnsureRegionParams(chunk.size())) return false;
-  for (size_t k = 0; k < chunk.size(); ++k) {
-    const Window& w = chunk[k].window;
+  if (!EnsureRegionParams(calls)) return false;
+  for (size_t k = 0; k < calls; ++k) {
+    const Window w = k < chunk.size() ? chunk[k].window : Window{0, 0, kPaddingSide, kPaddingSide};
     lib_.DecodeParamsSetROI(params_[k], static_cast<int>(w.left), static_cast<int>(w.top), static_cast<int>(w.width),
                             static_cast<int>(w.height));
   }

@@ -53,6 +53,7 @@ template <typename Record, typename Visit>
 void VisitFields(Record& r, Visit&& visit,
                  std::enable_if_t<std::is_same_v<std::decay_t<Record>, GpuDecodeRecord>>* = nullptr) {
   visit("images", r.images, Presence::kAlways);
+  visit("cpu_assisted", r.cpu_assisted, Presence::kAlways);
   visit("cpu_fallbacks", r.cpu_fallbacks, Presence::kAlways);
   visit("fallback_reasons", r.fallback_reasons, Presence::kAlways);
 }

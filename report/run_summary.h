@@ -60,9 +60,11 @@ struct CudaGraphsRecord {
   int64_t eager_steps = 0;
 };
 
-// --decode gpu: images nvJPEG decoded, and those sent to the CPU path, by reason.
+// --decode gpu: images nvJPEG decoded, those the CPU threads decoded beside it, and those sent to
+// the CPU path, by reason.
 struct GpuDecodeRecord {
   int64_t images = 0;
+  int64_t cpu_assisted = 0;
   int64_t cpu_fallbacks = 0;
   std::map<std::string, int64_t> fallback_reasons;
 };

@@ -235,7 +235,7 @@ void TrainingSession::ReportSkippedImages() {
   summary_.skipped_images = data_.train->skipped() + data_.test->skipped();
   if (gpu_decoder_ == nullptr) return;
   const GpuDecodeStats stats = gpu_decoder_->stats();
-  summary_.gpu_decode = GpuDecodeRecord{stats.gpu_images, stats.cpu_fallbacks, stats.fallback_reasons};
+  summary_.gpu_decode = GpuDecodeRecord{stats.gpu_images, stats.cpu_assisted, stats.cpu_fallbacks, stats.fallback_reasons};
 }
 
 }  // namespace mgpu

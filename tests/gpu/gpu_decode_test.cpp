@@ -182,6 +182,52 @@ TEST_P(GpuDecodeEachDecoder, ABatchOfManyChunksMatchesTheCpuPathSampleBySample) 
   EXPECT_EQ(stats.gpu_images, on_gpu) << "nvJPEG refused a chunk: " << stats.fallback_reasons.count("nvjpeg_error");
 }
 
+// Batches after the first: the CPU threads decode some samples while the device decodes the batch
+// before (under kEverySample, all samples of all batches); each sample matches the CPU path
+// wherever it was decoded, and every image is counted once.
+TEST_F(GpuDecode, TheCpuAssistDecodesSamplesOfLaterBatchesAsTheCpuPathDoes) {
+  const std::vector<Sample> set = FixedSet();
+  constexpr int64_t kBatches = 4;
+  std::vector<Sample> samples;
+  for (int64_t b = 0; b < kBatches; ++b) samples.insert(samples.end(), set.begin(), set.end());
+  const auto source = Source(StreamTransform::kRandomResizedCropFlip, false, samples);
+  const Batch cpu = CpuBatch(source, 2);
+  const auto on_gpu = std::count_if(set.begin(), set.end(), [](const Sample& s) { return s.on_gpu; });
+  for (CpuAssist assist : {CpuAssist::kEverySample, CpuAssist::kWhileDeviceBusy}) {
+    const bool every = assist == CpuAssist::kEverySample;
+    GpuJpegBatches gpu(source, torch::Device(torch::kCUDA, 0), static_cast<int64_t>(set.size()), 3,
+                       GpuDecoderChoice::kFastest, assist);
+    std::vector<int64_t> all(samples.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+    gpu.StartEpoch(all, 2);
+    std::vector<torch::Tensor> images, labels;
+    while (std::optional<Batch> batch = gpu.Next()) {
+      images.push_back(batch->images.cpu());
+      labels.push_back(batch->labels.cpu());
+    }
+    ASSERT_EQ(static_cast<int64_t>(images.size()), kBatches);
+    Batch whole;
+    whole.images = torch::cat(images);
+    whole.labels = torch::cat(labels);
+    ExpectClose(cpu, whole, samples, every ? "every sample assisted" : "assisted while the device is busy");
+    const GpuDecodeStats stats = gpu.stats();
+    EXPECT_EQ(stats.gpu_images + stats.cpu_assisted, kBatches * on_gpu);
+    EXPECT_EQ(stats.cpu_fallbacks, kBatches * (static_cast<int64_t>(set.size()) - on_gpu));
+    if (!every) continue;
+    EXPECT_EQ(stats.gpu_images, 0);
+    EXPECT_TRUE(torch::allclose(whole.images, cpu.images, 0, 1e-5)) << "the CPU path's pixels, to float rounding";
+  }
+  GpuJpegBatches off(source, torch::Device(torch::kCUDA, 0), static_cast<int64_t>(set.size()), 3,
+                     GpuDecoderChoice::kFastest, CpuAssist::kOff);
+  std::vector<int64_t> all(samples.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+  off.StartEpoch(all, 2);
+  while (off.Next()) {
+  }
+  EXPECT_EQ(off.stats().cpu_assisted, 0);
+  EXPECT_EQ(off.stats().gpu_images, kBatches * on_gpu);
+}
+
 TEST_F(GpuDecode, CentreCropsMatchTheCpuPath) {
   const std::vector<Sample> samples = FixedSet();
   const auto source = Source(StreamTransform::kResizeCenterCrop, false, samples);

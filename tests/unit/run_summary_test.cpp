@@ -24,7 +24,7 @@ RunSummary FinishedRun() {
   s.per_class_accuracy = {90.0, 82.5};
   s.peak_memory_bytes = {1 << 20, 1 << 21};
   s.cuda_graphs = CudaGraphsRecord{true, 37, 3};
-  s.gpu_decode = GpuDecodeRecord{100, 2, {{"progressive", 2}}};
+  s.gpu_decode = GpuDecodeRecord{100, 7, 2, {{"progressive", 2}}};
   s.interrupted = InterruptionRecord{"SIGTERM", 15, 1, 40, "runs/x/checkpoints/step-40.ckpt"};
   EpochRecord epoch;
   epoch.epoch = 0;
