@@ -48,7 +48,10 @@ CapturedGraph::CapturedGraph(const std::vector<torch::Tensor>& examples, const B
   ready.block(capture_stream);
   try {
     c10::cuda::CUDAStreamGuard on_capture_stream(capture_stream);
-    state->graph.capture_begin();
+    // Thread-local: other threads may go on with their CUDA work meanwhile (the --decode gpu
+    // producer's nvJPEG calls and stream polls), which under the global mode would invalidate the
+    // capture or fail themselves.
+    state->graph.capture_begin(/*pool=*/{0, 0}, cudaStreamCaptureModeThreadLocal);
     {
       torch::AutoGradMode grad_enabled(true);  // the body may run backward
       state->output = body(state->inputs);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "tests/support/image_files.h"
 #include "tests/support/test_support.h"
 
 namespace mgpu {
@@ -115,6 +116,24 @@ TEST_F(CudaGraphs, AllSpeedOptionsTogetherOnAResNet) {
   EXPECT_EQ(fast["cuda_graphs"]["replays"].get<int64_t>(), 8);
   const double expected = eager["param_checksum"];
   EXPECT_NEAR(fast["param_checksum"].get<double>(), expected, 1e-3 * expected);
+}
+
+// --decode gpu's producer thread goes on decoding (nvJPEG calls, stream polls, allocations) while
+// the step is captured: the capture is thread-local, so neither side fails.
+TEST_F(CudaGraphs, GraphedStepsTrainFromJpegsDecodedOnTheGpuMeanwhile) {
+  WriteColourImageFolder(dir_ / "jpegs", ColourSetOptions{4, 80, 8, 60, 160, 21});  // 320: 10 batches of 32
+  const CommandResult result = RunCommand(
+      {MGPU_WORKER_BIN, "--dataset", "imagefolder", "--data-dir", dir_ / "jpegs", "--data-loading", "stream",
+       "--decode", "gpu", "--augment", "rrc-flip", "--image-size", "64", "--resize", "64", "--model", "resnet18",
+       "--precision", "amp-bf16", "--channels-last", "true", "--batch-size", "32", "--num-workers", "2",
+       "--epochs", "3", "--max-steps", "25", "--cuda-graphs", "true", "--device", "cuda", "--out", dir_ / "jpegs-graphed"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto summary = nlohmann::json::parse(ReadText(dir_ / "jpegs-graphed/summary.json"));
+  const int64_t eager = summary["cuda_graphs"]["eager_steps"], replays = summary["cuda_graphs"]["replays"];
+  EXPECT_EQ(eager + replays, 25);
+  EXPECT_GE(replays, 20);
+  EXPECT_GT(summary["gpu_decode"]["images"].get<int64_t>(), 0);
+  EXPECT_TRUE(std::isfinite(summary["epochs_detail"][0]["train_loss"].get<double>()));
 }
 
 // A graphed DDP step replays forward, backward with the bucket all-reduces, and the optimizer
