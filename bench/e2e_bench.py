@@ -17,8 +17,9 @@ each mgpu configuration runs twice with different --max-steps (the long one as l
 the folder holds, at most 135 steps after the warm-up): images/s is the extra images over
 the extra wall-clock time, CPU cores used the extra CPU seconds of the processes (os.wait4)
 over the same time, so that start-up cancels out; the data-wait share is metrics.csv's
-data_wait_seconds over step_seconds after the warm-up, and metrics.csv's own rate is kept
-beside the wall-clock one as a cross-check. PyTorch: bench/e2e_reference.py (needs torchvision:
+data_wait_seconds over step_seconds after the warm-up, and metrics.csv's own rate (the steps'
+time) and the long run's in-run wall-clock rate (metrics.csv's elapsed_seconds from the warm-up's
+last step to the end, which start-up cannot disturb) are kept beside it as cross-checks. PyTorch: bench/e2e_reference.py (needs torchvision:
 --bench-python, default $MGPU_BENCH_PYTHON, else bench/setup_bench_env.sh's venv).
 W defaults to the host's cores divided by the GPUs of the row.
 
@@ -112,7 +113,7 @@ def data_wait_share(out):
 
 def mgpu_pair(args, name, base_flags, world):
     """The short and the long run of one mgpu configuration: the row's measurements, or an error."""
-    from gpu_bench import log_every_for, measured_throughput  # imports torch: only where a row runs
+    from gpu_bench import elapsed_throughput, log_every_for, measured_throughput  # import torch: only where a row runs
 
     runs, long = {}, long_steps(args.images, world)
     for length, steps in (("short", SHORT), ("long", long)):
@@ -133,6 +134,7 @@ def mgpu_pair(args, name, base_flags, world):
     return {"images_per_second": BATCH * world * (long - SHORT) / extra_wall, "parameters": parameters,
             "cpu_cores_used": (runs["long"][1] - runs["short"][1]) / extra_wall,
             "data_wait_share": data_wait_share(out), "metrics_csv_images_per_second": rate,
+            "in_run_wall_images_per_second": elapsed_throughput(out, WARMUP, BATCH * world),
             "wall_seconds": {k: v[0] for k, v in runs.items()}}
 
 
@@ -224,8 +226,9 @@ def print_table(rows, meta):
                       f"{r['error'][:200]} |")
                 continue
             rate, cores, wait = r["images_per_second"], r.get("cpu_cores_used"), r.get("data_wait_share")
-            checked = r.get("metrics_csv_images_per_second")
-            note = "; ".join(filter(None, [r.get("note"), f"metrics.csv {checked:.0f} img/s" if checked else ""]))
+            checked, in_run = r.get("metrics_csv_images_per_second"), r.get("in_run_wall_images_per_second")
+            note = "; ".join(filter(None, [r.get("note"), f"metrics.csv {checked:.0f} img/s" if checked else "",
+                                           f"in-run wall clock {in_run:.0f} img/s" if in_run else ""]))
             per_core = f"{rate / cores:.0f}" if cores and name != "mgpu synthetic" else "-"
             print(f"| {row['model']} | {row['world']} | {row['workers']} | {name} | {rate:.0f} | "
                   f"{f'{cores:.1f}' if cores else '-'} | {per_core} | {f'{wait:.1%}' if wait is not None else '-'} | "

@@ -46,6 +46,20 @@ def log_every_for(warmup, steps):
     return max(math.gcd(warmup, steps), 1)
 
 
+def elapsed_throughput(out, warmup, global_batch):
+    """Images/s by the host's wall clock within one run: from metrics.csv's row at the warm-up's
+    last step to its last row (their elapsed_seconds), start-up left out by construction and all
+    that happens between steps kept; None where the run wrote no elapsed_seconds (an older
+    mgpu-worker) or no row after the warm-up."""
+    with open(os.path.join(out, "metrics.csv")) as f:
+        rows = list(csv.DictReader(f))
+    start = next((r for r in rows if int(r["step"]) == warmup), None)
+    if start is None or "elapsed_seconds" not in start or int(rows[-1]["step"]) <= warmup:
+        return None
+    seconds = float(rows[-1]["elapsed_seconds"]) - float(start["elapsed_seconds"])
+    return global_batch * (int(rows[-1]["step"]) - warmup) / seconds if seconds > 0 else None
+
+
 def measured_throughput(out, warmup, global_batch):
     """(images/s, seconds per step, device seconds per phase per step) from a run's metrics.csv
     rows after `warmup` steps; each row holds the mean of the steps since the previous row."""

@@ -47,7 +47,7 @@ class DeferredRows {
  public:
   // What the host knows of a row when it is added.
   struct HostPart {
-    StepMetrics metrics;     // step, epoch, lr and data_wait_seconds; the rest is filled in here
+    StepMetrics metrics;     // step, epoch, lr, data_wait_seconds, elapsed_seconds; the rest is filled in here
     int64_t steps = 0;       // optimizer steps since the previous row
     int64_t images = 0;      // images of those steps over every rank
   };

@@ -27,6 +27,7 @@ RunOutputs::RunOutputs(const std::string& folder, int rank, const std::vector<st
     for (size_t i = 0; i < kStepPhaseCount; ++i) {
       columns.push_back(std::string(StepPhaseName(static_cast<StepPhase>(i))) + "_seconds");
     }
+    columns.push_back("elapsed_seconds");
     metrics_ = std::make_unique<CsvWriter>(folder_ + "/metrics.csv", columns);
     event_folders_ = event_folders;
   }
@@ -44,6 +45,7 @@ void RunOutputs::AppendStep(const StepMetrics& m) {
                                CsvWriter::Number(m.loss_scale),    CsvWriter::Number(m.step_seconds),
                                CsvWriter::Number(m.data_wait_seconds), CsvWriter::Number(m.images_per_second)};
   for (double seconds : m.phase_seconds.seconds) row.push_back(CsvWriter::Number(seconds));
+  row.push_back(CsvWriter::Number(m.elapsed_seconds));
   metrics_->AppendRow(row);
   AddScalar("train/loss", m.loss, m.step);
   AddScalar("train/lr", m.lr, m.step);

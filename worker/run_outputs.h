@@ -28,6 +28,9 @@ struct StepMetrics {
   double data_wait_seconds = 0;  // host time waiting for batches, per step
   double images_per_second = 0;  // over every rank, from step_seconds
   PhaseSeconds phase_seconds;    // mean per step, measured on the training device (step_timeline.h)
+  // Host wall time from the start of this process's training loop to the launch of the row's last
+  // step: rows' differences give the wall-clock rate between them, start-up left out.
+  double elapsed_seconds = 0;
 };
 
 class RunOutputs {

@@ -20,6 +20,7 @@ double TrainingSession::SecondsSince(Clock::time_point start) {
 // The training loop. A step is grad_accum micro-batches, then the gradients' reduction and the
 // optimizer step; an epoch ends in an evaluation. Every rank runs the same steps.
 std::optional<StopRequest> TrainingSession::Run() {
+  loop_start_ = Clock::now();
   for (int64_t epoch = position_.epoch; epoch < config_.epochs && !stop_ && !interrupted_; ++epoch) {
     StartEpoch(epoch);
     while (std::optional<Batch> batch = NextBatch()) {      // images (B, C, H, W), labels (B)
@@ -168,6 +169,7 @@ void TrainingSession::AddMetricsRow(const torch::Tensor& loss) {
   row.metrics.epoch = epoch_.epoch;
   row.metrics.lr = optimizer_->lr();
   row.metrics.data_wait_seconds = epoch_.window_wait / static_cast<double>(epoch_.window_steps);
+  row.metrics.elapsed_seconds = SecondsSince(loop_start_);
   row.steps = epoch_.window_steps;
   row.images = epoch_.window_images * world_.world_size;
   rows_->Add(std::move(row), loss, scaler_->scale_tensor(), timeline_->Cut(), std::move(window_losses_));

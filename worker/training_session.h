@@ -76,6 +76,8 @@ class TrainingSession {
   // Wall-clock seconds from `start` to now.
   static double SecondsSince(Clock::time_point start);
 
+  Clock::time_point loop_start_;  // Run()'s first moment: metrics.csv's elapsed_seconds count from it
+
   // An epoch's step phases, as the device ran them and as the host issued them.
   struct EpochPhases {
     PhaseSeconds device;

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <sstream>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -73,9 +75,21 @@ TEST_F(WorkerCli, TrainsAndWritesEveryContractOutput) {
 
   const std::string csv = ReadText(out_ / "run/metrics.csv");
   EXPECT_EQ(csv.rfind("step,epoch,loss,lr,loss_scale,step_seconds", 0), 0u) << csv;
-  EXPECT_NE(csv.find(",input_seconds,forward_seconds,backward_seconds,exposed_comm_seconds,optimizer_seconds\n"),
+  EXPECT_NE(csv.find(",input_seconds,forward_seconds,backward_seconds,exposed_comm_seconds,optimizer_seconds,"
+                     "elapsed_seconds\n"),
             std::string::npos) << csv;
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 40 / 5);
+  // elapsed_seconds (the last column): the loop's wall clock, growing row by row, within the run's.
+  std::istringstream rows(csv);
+  std::string line;
+  std::getline(rows, line);  // the header
+  double previous = 0;
+  while (std::getline(rows, line)) {
+    const double elapsed = std::stod(line.substr(line.rfind(',') + 1));
+    EXPECT_GT(elapsed, previous) << line;
+    previous = elapsed;
+  }
+  EXPECT_LT(previous, summary["total_seconds"].get<double>());
   EXPECT_NE(ReadText(out_ / "run/logs/rank-0.log").find("rank source"), std::string::npos);
   EXPECT_NE(ReadText(out_ / "run/config.yaml").find("batch-size: 32"), std::string::npos);
   bool events = false;
