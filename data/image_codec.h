@@ -4,7 +4,8 @@
 // (libjpeg's "premature end of data" warnings count as errors, as in PIL).
 //
 // DecodeImageRegion serves the streaming loader: it decodes only the part of an image a crop
-// needs, and, for JPEGs, at the smallest DCT scale that still gives the crop enough pixels.
+// needs, and, for JPEGs, at the smallest DCT scale of 1/8, 1/4, 1/2, 1 that still gives the crop
+// enough pixels.
 #pragma once
 
 #include <cstddef>

@@ -10,8 +10,8 @@
 //                           ImageNet's evaluation transform (256 -> 224)
 //   kStretch                Resize((side, side)), the aspect ratio not kept (as the in-memory
 //                           imagefolder path stores images)
-// A JPEG is decoded at the smallest libjpeg DCT scale (1/8 .. 8/8) that keeps the crop at least
-// side x side, and only the crop's rows and columns (data/image_codec.h), so a small crop of a
+// A JPEG is decoded at the smallest libjpeg DCT scale of 1/8, 1/4, 1/2, 1 that keeps the crop at
+// least side x side, and only the crop's rows and columns (data/image_codec.h), so a small crop of a
 // large photo costs a fraction of a full decode.
 //
 // Data sets, both giving (class_names, train, test) indexes:

@@ -4,9 +4,9 @@
 // (progressive, 4:1:1, PNG, a bad header) go to the CPU path and are counted. Skipped, saying
 // why, without a CUDA device or without nvJPEG.
 //
-// Tolerance: the CPU path decodes at libjpeg's smallest sufficient DCT scale and resizes in
-// fixed point; the device decodes at full scale (nvJPEG's IDCT and colour conversion) and
-// resizes with LibTorch's antialiased bilinear filter. Per sample, the mean absolute difference
+// Tolerance: the CPU path decodes at libjpeg's smallest sufficient DCT scale of 1/8, 1/4, 1/2, 1
+// and resizes in fixed point; the device decodes at full scale (nvJPEG's IDCT and colour
+// conversion) and resizes with LibTorch's antialiased bilinear filter. Per sample, the mean absolute difference
 // must stay within kMeanLevels 8-bit levels (of 255), and the 99th percentile within kP99Levels.
 #include <gtest/gtest.h>
 
