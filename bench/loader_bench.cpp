@@ -4,14 +4,14 @@
 //
 //   mgpu-loader-bench --data-dir DIR [--num-workers N] [--batch-size 256] [--size 224]
 //                     [--max-images M] [--seed S] [--decode cpu|gpu] [--device K]
-//                     [--gpu-decoder fastest|cuda] [--cpu-assist on|off]
+//                     [--gpu-decoder fastest|cuda] [--cpu-assist true|false]
 //
 // --decode gpu times the nvJPEG path instead (data/gpu_jpeg_batches.h): the N threads read files,
 // parse headers and draw crops, the device decodes, crops, resizes and normalizes; the clock stops
 // when the last batch is complete on the device. The JSON line then adds decode ("gpu"), device,
 // decoder (nvJPEG's backend), gpu_images, cpu_assisted and cpu_fallbacks: decode-only img/s per GPU, beside the
 // CPU loader's img/s per core of --decode cpu. --gpu-decoder cuda measures the CUDA decoder, as on
-// a GPU without JPEG engines; --cpu-assist off, the device alone, without the threads decoding
+// a GPU without JPEG engines; --cpu-assist false, the device alone, without the threads decoding
 // samples beside it (cpu_assisted counts those).
 //
 // DIR holds DIR/train/<class>/*.jpg (bench/make_jpeg_folder.py writes one). The epoch order is
@@ -150,11 +150,12 @@ int main(int argc, char** argv) {
                  "--decode gpu: fastest (the GPU's JPEG engines where it has them, as mgpu-worker decodes) "
                  "or cuda (nvJPEG's GPU-hybrid backend, as on a GPU without them)")
       ->transform(CLI::CheckedTransformer(decoders, CLI::ignore_case));
-  const std::map<std::string, mgpu::CpuAssist> assists{{"on", mgpu::CpuAssist::kWhileDeviceBusy},
-                                                       {"off", mgpu::CpuAssist::kOff}};
+  const std::map<std::string, mgpu::CpuAssist> assists{
+      {"true", mgpu::CpuAssist::kWhileDeviceBusy}, {"on", mgpu::CpuAssist::kWhileDeviceBusy},
+      {"false", mgpu::CpuAssist::kOff}, {"off", mgpu::CpuAssist::kOff}};
   app.add_option("--cpu-assist", options.cpu_assist,
-                 "--decode gpu: on (the threads decode samples of the next batch while the device decodes, as "
-                 "mgpu-worker does) or off (the device alone)")
+                 "--decode gpu: true (the threads decode samples of the next batch while the device decodes, as "
+                 "mgpu-worker does by default) or false (the device alone, as mgpu-worker --cpu-assist false)")
       ->transform(CLI::CheckedTransformer(assists, CLI::ignore_case));
   CLI11_PARSE(app, argc, argv);
   try {

@@ -266,6 +266,11 @@ void AddDataAndModelOptions(std::vector<OptionSpec>& o) {
                            "imagefolder, webdataset with --data-loading stream: decode JPEGs in the loader threads "
                            "(cpu), or with nvJPEG on the training GPU, the threads reading files and drawing crops "
                            "(gpu); auto: gpu where a CUDA device, nvJPEG and JPEG data are there, else cpu"));
+  o.push_back(BoolOption("cpu-assist", &TrainConfig::cpu_assist,
+                         "--decode gpu: the loader threads also decode samples of the next batch by the CPU path "
+                         "while the device decodes (faster where the GPU's JPEG engines limit; a sample's pixels "
+                         "then depend, within the decoders' tolerance, on which one ran); false: nvJPEG decodes "
+                         "every sample it takes, the same pixels every run"));
   o.push_back(IntOption("synthetic-train", {}, &TrainConfig::synthetic_train, 1,
                         "synthetic: number of training images"));
   o.push_back(IntOption("synthetic-test", {}, &TrainConfig::synthetic_test, 1,

@@ -50,6 +50,7 @@ struct TrainConfig {
   std::string on_bad_image = "fail";  // imagefolder, webdataset: fail | skip
   std::string data_loading = "auto";  // auto | memory | stream (data/datasets.h: OpenDataset)
   std::string decode = "cpu";  // cpu | gpu | auto: where streamed JPEGs are decoded (data/decode_mode.h)
+  bool cpu_assist = true;  // --decode gpu: the loader threads also decode samples (data/gpu_jpeg_batches.h)
   // Seed-style `--img_size N` (AlexNet's 227 px): 0 unless given; ResolveSeedSpellings folds it
   // into image_size, augment and resize.
   int64_t img_size = 0;

@@ -427,7 +427,10 @@ struct GpuJpegBatches::Impl {
     return batch;
   }
 
-  std::string Describe() const { return fmt::format("nvJPEG {}, {}", version, decoder->Describe()); }
+  std::string Describe() const {
+    return fmt::format("nvJPEG {}, {}, CPU assist {}", version, decoder->Describe(),
+                       assist == CpuAssist::kOff ? "off" : assist == CpuAssist::kEverySample ? "on every sample" : "on");
+  }
 
   const std::shared_ptr<const StreamingImages> source;
   const torch::Device device;

@@ -199,8 +199,9 @@ void TrainingSession::BuildBatches() {
     batches_ = std::move(on_device);
   } else if (decode.gpu) {
     auto streamed = std::dynamic_pointer_cast<const StreamingImages>(data_.train);
-    auto gpu_batches = std::make_unique<GpuJpegBatches>(streamed, device_, micro_batch_,
-                                                        static_cast<int>(config_.num_workers));
+    auto gpu_batches = std::make_unique<GpuJpegBatches>(
+        streamed, device_, micro_batch_, static_cast<int>(config_.num_workers), GpuDecoderChoice::kFastest,
+        config_.cpu_assist ? CpuAssist::kWhileDeviceBusy : CpuAssist::kOff);
     gpu_decoder_ = gpu_batches.get();
     batches_ = std::move(gpu_batches);
   } else {

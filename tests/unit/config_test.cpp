@@ -303,6 +303,17 @@ TEST(TrainConfig, DatasetOptionsCarryImageSizeBadImagePolicyAndSeed) {
   EXPECT_THROW(FindTrainOption("on-bad-image")->set(config, "ignore"), BadInputError);
 }
 
+TEST(TrainConfig, TheCpuAssistOfGpuDecodingIsOnUnlessTurnedOff) {
+  TrainConfig config;
+  EXPECT_TRUE(config.cpu_assist);
+  FindTrainOption("cpu-assist")->set(config, "false");
+  EXPECT_FALSE(config.cpu_assist);
+  EXPECT_EQ(FindTrainOption("cpu-assist")->get(config), "false");
+  FindTrainOption("cpu-assist")->set(config, "on");
+  EXPECT_TRUE(config.cpu_assist);
+  EXPECT_THROW(FindTrainOption("cpu-assist")->set(config, "sometimes"), BadInputError);
+}
+
 TEST(TrainConfig, MixedPrecisionOptionsParseAndRejectBadValues) {
   TrainConfig config;
   FindTrainOption("precision")->set(config, "o2");
