@@ -97,7 +97,8 @@ class GpuJpegBatches : public BatchSource {
   std::optional<Batch> Next() override;
 
   GpuDecodeStats stats() const;
-  // For the start-up table: "nvJPEG 13.0.1, hardware backend, region decode".
+  // For the start-up table: "nvJPEG 13.0.4, hardware (...) backend, region-of-interest decode of
+  // each crop, CPU assist on".
   std::string Describe() const;
   int64_t MemoryBoundBytes() const;
 
