@@ -18,7 +18,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from results_folder import default_results_folder  # noqa: E402
+from results_folder import default_results_folder, recorded_command  # noqa: E402
 ENV = dict(os.environ, NCCL_NVLS_ENABLE="0")
 
 
@@ -47,7 +47,7 @@ def main():
                     + sweep)
     pytorch = torchrun(args, [os.path.join(HERE, "allreduce_reference.py")] + sweep)
     meta = {"date": datetime.date.today().isoformat(), "gpus": args.gpus, "gpu": torch.cuda.get_device_name(0),
-            "nccl": ".".join(map(str, torch.cuda.nccl.version())), "command": " ".join(sys.argv)}
+            "nccl": ".".join(map(str, torch.cuda.nccl.version())), "command": recorded_command()}
     with open(os.path.join(args.out, "allreduce-sweep.json"), "w") as f:
         json.dump({"meta": meta, "mgpu": mgpu, "pytorch": pytorch}, f, indent=2)
     print(f"\n{args.gpus}x {meta['gpu']}, NCCL {meta['nccl']}, {meta['date']}: all-reduce busbw, GB/s\n")

@@ -39,7 +39,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from results_folder import default_results_folder  # noqa: E402
+from results_folder import default_results_folder, recorded_command  # noqa: E402
 
 RUNS = {"fp16 --loss-scale none": ["--precision", "fp16", "--loss-scale", "none", "--on-nonfinite", "stop"],
         "amp-fp16 --loss-scale dynamic": ["--precision", "amp-fp16", "--loss-scale", "dynamic",
@@ -160,7 +160,7 @@ def main():
             "device": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else args.device,
             "torch": torch.__version__, "cuda": torch.version.cuda, "model": args.model, "dataset": args.dataset,
             "batch": args.batch, "steps": args.steps, "seeds": args.seed_list, "weight_decay": args.weight_decay,
-            "command": " ".join(sys.argv)}
+            "command": recorded_command()}
     with open(os.path.join(args.out, "divergence-bench.json"), "w") as f:
         json.dump({"meta": meta, "divergence": sweep}, f, indent=2)
     print(f"\n{meta['device']}, {args.model} on {args.dataset}, batch {args.batch}, up to {args.steps} steps, "

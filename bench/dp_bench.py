@@ -36,7 +36,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from gpu_bench import free_port, log_every_for, measured_throughput  # noqa: E402
-from results_folder import default_results_folder  # noqa: E402
+from results_folder import default_results_folder, recorded_command  # noqa: E402
 ENV = dict(os.environ, NCCL_NVLS_ENABLE="0")
 
 
@@ -227,7 +227,7 @@ def main():
     meta = {"date": datetime.date.today().isoformat(), "host": platform.node(), "gpus": args.gpus,
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
             "torch": torch.__version__, "cuda": torch.version.cuda,
-            "command": " ".join(sys.argv)}
+            "command": recorded_command()}
     with open(os.path.join(args.out, "dp-bench-results.json"), "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=2)
 

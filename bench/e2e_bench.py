@@ -39,7 +39,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from results_folder import default_results_folder  # noqa: E402
+from results_folder import default_results_folder, recorded_command, recorded_path  # noqa: E402
 
 BATCH = 256  # per GPU
 WARMUP, SHORT = 15, 15  # steps: warm-up, then the short run length measured after it
@@ -303,8 +303,8 @@ def main():
             print(json.dumps(row), flush=True)
     meta = {"date": datetime.date.today().isoformat(), "host": platform.node(), "gpu": torch.cuda.get_device_name(0),
             "gpus": gpus, "cores": cores, "torch": torch.__version__, "images": args.images,
-            "data_dir": args.data_dir, "mgpu_flags": args.mgpu_flags, "e2e_flags": args.e2e_flags,
-            "command": " ".join(sys.argv),
+            "data_dir": recorded_path(args.data_dir), "mgpu_flags": args.mgpu_flags, "e2e_flags": args.e2e_flags,
+            "command": recorded_command(),
             "steps": {"warmup": WARMUP, "short": SHORT, "batch_per_gpu": BATCH,
                       "long_by_world": {str(w): long_steps(args.images, w) for w in worlds}}}
     with open(os.path.join(args.out, "e2e-bench.json"), "w") as f:

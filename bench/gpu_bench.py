@@ -31,7 +31,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from reference_train import INPUT_SHAPE  # noqa: E402  (the one table of input shapes, shared)
-from results_folder import default_results_folder  # noqa: E402
+from results_folder import default_results_folder, recorded_command  # noqa: E402
 
 
 def free_port():
@@ -231,7 +231,7 @@ def main():
     meta = {"date": datetime.date.today().isoformat(), "host": platform.node(),
             "gpu": torch.cuda.get_device_name(0) if gpus else "none", "gpus": gpus,
             "torch": torch.__version__, "cuda": torch.version.cuda, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-            "mgpu_flags": args.mgpu_flags, "command": " ".join(sys.argv)}
+            "mgpu_flags": args.mgpu_flags, "command": recorded_command()}
     with open(os.path.join(args.out, "bench-results.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows, "bucket_sweep": sweep}, f, indent=2)
     print(f"\n{meta['gpus']}x {meta['gpu']}, torch {meta['torch']}, CUDA {meta['cuda']}, NCCL {meta['nccl']}, {meta['date']}")

@@ -26,7 +26,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from gpu_bench import free_port, log_every_for, measured_throughput  # noqa: E402
-from results_folder import default_results_folder  # noqa: E402
+from results_folder import default_results_folder, recorded_command  # noqa: E402
 
 ENV = dict(os.environ, NCCL_NVLS_ENABLE="0")
 
@@ -88,7 +88,7 @@ def main():
             results[how].append(launch(args, how, out))
             print(json.dumps({"launcher": how, "repeat": repeat, **results[how][-1]}), flush=True)
     meta = {"date": datetime.date.today().isoformat(), "host": platform.node(), "gpus": args.gpus,
-            "gpu": torch.cuda.get_device_name(0), "command": " ".join(sys.argv)}
+            "gpu": torch.cuda.get_device_name(0), "command": recorded_command()}
     with open(os.path.join(args.out, "launcher-bench.json"), "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=2)
     mean = {how: sum(r.get("images_per_second", 0) for r in runs) / len(runs)

@@ -3,6 +3,7 @@
 
     python3 bench/results_folder.py TOPIC                 # prints the folder (the shell drivers)
     from results_folder import default_results_folder     # the Python drivers, run as bench/X.py
+    from results_folder import recorded_command, recorded_path  # what their JSON records
 
 <date> is today's date in UTC (YYYY-MM-DD). <host> tags the machine by the GPUs a run may use:
 <N>x<model> (e.g. 2xH200, 1xH100) from `nvidia-smi --query-gpu=name`, narrowed to the entries of
@@ -19,6 +20,7 @@ import sys
 import time
 
 RESULTS_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENDOR_WORDS = {"NVIDIA", "Tesla", "GeForce", "Quadro"}
 
 
@@ -55,6 +57,23 @@ def host_tag():
     if not names:
         return f"cpu{os.cpu_count()}core"
     return f"{len(names)}x{short_model(names[0])}"
+
+
+def recorded_path(path):
+    """`path` as a results file records it: relative to the repository's root when under it, with
+    ~ for the home folder when under that, so that no machine's layout is written down."""
+    full = os.path.abspath(path)
+    if full == REPO_ROOT or full.startswith(REPO_ROOT + os.sep):
+        return os.path.relpath(full, REPO_ROOT)
+    home = os.path.expanduser("~")
+    if full.startswith(home + os.sep):
+        return "~" + full[len(home):]
+    return path
+
+
+def recorded_command():
+    """This process's command line, its absolute paths as recorded_path() writes them."""
+    return " ".join(recorded_path(a) if os.path.isabs(a) else a for a in sys.argv)
 
 
 def default_results_folder(topic):

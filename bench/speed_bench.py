@@ -34,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from dp_bench import mgpu, mnist_dir, python_reference  # noqa: E402
 from gpu_bench import mgpu_run, pytorch_run  # noqa: E402
-from results_folder import default_results_folder  # noqa: E402
+from results_folder import default_results_folder, recorded_command  # noqa: E402
 
 FAST = ["--cuda-graphs", "true", "--data-on-device", "true"]
 
@@ -121,7 +121,7 @@ def main():
                  "mgpu --data-on-device --channels-last --cuda-graphs": ["--channels-last", "true"] + FAST},
                 "mgpu --data-on-device --channels-last --cuda-graphs"))
     meta = {"date": datetime.date.today().isoformat(), "host": platform.node(), "gpu": torch.cuda.get_device_name(0),
-            "torch": torch.__version__, "cuda": torch.version.cuda, "command": " ".join(sys.argv)}
+            "torch": torch.__version__, "cuda": torch.version.cuda, "command": recorded_command()}
     with open(os.path.join(args.out, "speed-bench.json"), "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=2)
     print(f"\n{meta['gpu']}, torch {meta['torch']}, CUDA {meta['cuda']}, {meta['date']}")

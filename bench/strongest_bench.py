@@ -26,7 +26,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from results_folder import default_results_folder  # noqa: E402
+from results_folder import default_results_folder, recorded_command  # noqa: E402
 
 # Per model: batch, warm-up steps, mgpu's two run lengths (measured steps after the warm-up) and
 # PyTorch's replayed steps, each sized for a few seconds of GPU time on an H100.
@@ -191,7 +191,7 @@ def main():
                   "compare the same model", flush=True)
         print(json.dumps({model: rows, "seconds": time.monotonic() - started}), flush=True)
     meta = {"date": datetime.date.today().isoformat(), "host": platform.node(), "gpu": torch.cuda.get_device_name(0),
-            "torch": torch.__version__, "cuda": torch.version.cuda, "command": " ".join(sys.argv),
+            "torch": torch.__version__, "cuda": torch.version.cuda, "command": recorded_command(),
             "plan": {m: PLAN[m] for m in models}}
     with open(os.path.join(args.out, "strongest-bench.json"), "w") as f:
         json.dump({"meta": meta, "strongest": results}, f, indent=2)
