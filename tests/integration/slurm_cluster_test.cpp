@@ -427,11 +427,13 @@ TEST_F(SlurmCluster, NodelistExpansionMatchesScontrolShowHostnames) {
 }
 
 TEST_F(SlurmCluster, SbatchInterruptedBeforeItsTimeLimitRequeuesItselfAndResumesToTheUninterruptedChecksum) {
-  // SIGUSR1 comes 10 to 25 s after an attempt starts (50 s before its one-minute limit, whenever
-  // slurmctld next checks), and a requeued attempt starts 11 s later (cred_expire=10). The run
-  // must outlast the first signal on any machine, so its length is set from this machine's speed:
-  // a short run of the same two ranks is timed, and the job gets about 50 s of steps. A second
-  // interruption only adds an attempt.
+  // Slurm's warning before a time limit (`--signal=USR1@N`) comes whenever slurmctld next checks,
+  // 10 to 25 s late, so a run timed to outlast it finished first on a crowded machine, and a slow
+  // one drew a signal in every requeued attempt. The test sends the same signal itself, to the same
+  // processes (`scancel --signal=USR1`: every task of the job's steps, not the batch shell), once
+  // the run is a quarter done, and once only: the job's time limit is far off.
+  constexpr int kTotalSteps = 160;
+  constexpr int kSignalAfterSteps = kTotalSteps / 4;
   TempDir bigger;
   WriteTinyMnistLike(bigger.path(), 5120, 200);
   std::vector<std::string> worker = WorkerFlags("requeued");
@@ -439,33 +441,7 @@ TEST_F(SlurmCluster, SbatchInterruptedBeforeItsTimeLimitRequeuesItselfAndResumes
     if (worker[i] == "--data-dir") worker[i + 1] = bigger.path();
     if (worker[i] == "--batch-size") worker[i + 1] = "256";
   }
-  // The same two ranks under torchrun's environment, writing into `name`.
-  const auto run_torchrun = [&, base = worker](const std::string& name, int steps) {
-    std::vector<std::string> flags = base;
-    for (size_t i = 0; i + 1 < flags.size(); ++i) {
-      if (flags[i] == "--out") flags[i + 1] = out_ / name;
-    }
-    flags.insert(flags.end(), {"--max-steps", std::to_string(steps), "--epochs", "1000"});
-    const int port = FreeLocalPort();
-    std::vector<std::unique_ptr<BackgroundCommand>> ranks;
-    for (int rank = 0; rank < 2; ++rank) {
-      std::vector<std::string> argv = {MGPU_WORKER_BIN};
-      argv.insert(argv.end(), flags.begin(), flags.end());
-      ranks.push_back(std::make_unique<BackgroundCommand>(argv, TorchrunEnvironment(rank, 2, port)));
-    }
-    for (auto& rank : ranks) {
-      const CommandResult result = rank->Wait();
-      ASSERT_EQ(result.exit_code, 0) << result.output;
-    }
-  };
-  constexpr int kCalibrationSteps = 60;
-  const auto calibration_start = std::chrono::steady_clock::now();
-  run_torchrun("calibration", kCalibrationSteps);
-  const double calibration_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - calibration_start).count();
-  const int total_steps = std::max(200, static_cast<int>(kCalibrationSteps * 50 / calibration_seconds));
-  const std::vector<std::string> steps = {"--max-steps", std::to_string(total_steps), "--epochs", "1000"};
-  worker.insert(worker.end(), steps.begin(), steps.end());
+  worker.insert(worker.end(), {"--max-steps", std::to_string(kTotalSteps), "--epochs", "1000"});
 
   // deploy/slurm/ddp-ranks.sbatch as a user submits it, less its GPU, CPU, node and output
   // requests (this one node has no GPU and few cores; the command line asks for one node, two
@@ -477,24 +453,45 @@ TEST_F(SlurmCluster, SbatchInterruptedBeforeItsTimeLimitRequeuesItselfAndResumes
   const std::string worker_bin = MGPU_WORKER_BIN;
   std::vector<std::string> sbatch = {"/usr/bin/env",
                                      "PATH=" + worker_bin.substr(0, worker_bin.rfind('/')) + ":" + std::getenv("PATH"),
-                                     FindProgram("sbatch"), "--parsable", "-N1", "-n2", "--time=1", "--signal=USR1@50",
+                                     FindProgram("sbatch"), "--parsable", "-N1", "-n2", "--time=30",
                                      "--output=" + out_ / "job.out", "--chdir=" + out_.path(), out_ / "ddp-ranks.sbatch"};
   sbatch.insert(sbatch.end(), worker.begin(), worker.end());
   const CommandResult submitted = RunCommand(slurm_->Slurm(sbatch));
   ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
   const std::string job = submitted.output.substr(0, submitted.output.find_first_of(";\n"));
+  const auto job_log = [&] { return PathExists(out_ / "job.out") ? ReadText(out_ / "job.out") : std::string(); };
+
+  // metrics.csv: a header, then a row per step (--log-every 1).
+  ASSERT_TRUE(WaitFor([&] { return LineCount(out_ / "requeued/metrics.csv") > kSignalAfterSteps; }, 120))
+      << "the job did not reach step " << kSignalAfterSteps << ":\n" << job_log();
+  const CommandResult signalled =
+      RunCommand(slurm_->Slurm({FindProgram("scancel"), "--signal=USR1", job}));
+  ASSERT_EQ(signalled.exit_code, 0) << signalled.output;
   const bool done = WaitFor(
-      [&] { return RunCommand(slurm_->Slurm({FindProgram("squeue"), "-h", "-j", job})).output.empty(); }, 300);
-  const std::string log = PathExists(out_ / "job.out") ? ReadText(out_ / "job.out") : "";
-  ASSERT_TRUE(done) << "job " << job << " still queued or running after 300 s:\n" << log;
-  EXPECT_NE(log.find("requeueing"), std::string::npos) << "SIGUSR1 never interrupted the run:\n" << log;
+      [&] { return RunCommand(slurm_->Slurm({FindProgram("squeue"), "-h", "-j", job})).output.empty(); }, 150);
+  const std::string log = job_log();
+  ASSERT_TRUE(done) << "job " << job << " still queued or running 150 s after SIGUSR1:\n" << log;
+  EXPECT_NE(log.find("requeueing"), std::string::npos) << "SIGUSR1 did not interrupt the run:\n" << log;
   EXPECT_NE(log.find("resuming from"), std::string::npos) << log;
 
   const nlohmann::json requeued = ReadSummary(out_ / "requeued");
   EXPECT_EQ(requeued["status"], "ok") << log;
-  EXPECT_EQ(requeued["steps"], total_steps);
-  // The same run never interrupted.
-  run_torchrun("whole", total_steps);
+  EXPECT_EQ(requeued["steps"], kTotalSteps);
+  // The same run never interrupted: the same two ranks under torchrun's environment.
+  for (size_t i = 0; i + 1 < worker.size(); ++i) {
+    if (worker[i] == "--out") worker[i + 1] = out_ / "whole";
+  }
+  const int port = FreeLocalPort();
+  std::vector<std::unique_ptr<BackgroundCommand>> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<std::string> argv = {MGPU_WORKER_BIN};
+    argv.insert(argv.end(), worker.begin(), worker.end());
+    ranks.push_back(std::make_unique<BackgroundCommand>(argv, TorchrunEnvironment(rank, 2, port)));
+  }
+  for (auto& rank : ranks) {
+    const CommandResult result = rank->Wait();
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+  }
   EXPECT_EQ(requeued["param_checksum"], ReadSummary(out_ / "whole")["param_checksum"])
       << "the requeued and resumed run must end as the uninterrupted one:\n" << log;
 }
