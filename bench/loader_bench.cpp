@@ -5,6 +5,12 @@
 //   mgpu-loader-bench --data-dir DIR [--num-workers N] [--batch-size 256] [--size 224]
 //                     [--max-images M] [--seed S] [--decode cpu|gpu] [--device K]
 //                     [--gpu-decoder fastest|cuda] [--cpu-assist true|false]
+//                     [--pixels normalized|uint8]
+//
+// --pixels uint8 times the batches as mgpu-worker's loader makes them for one GPU: the samples'
+// uint8 pixels, which the device normalizes after the copy (data/device_prefetcher.h), so the
+// loader threads skip the float conversion; the default, normalized float32, is what a CPU run
+// gets and what loader_reference.py's DataLoader (ToTensor + Normalize) makes.
 //
 // --decode gpu times the nvJPEG path instead (data/gpu_jpeg_batches.h): the N threads read files,
 // parse headers and draw crops, the device decodes, crops, resizes and normalizes; the clock stops
@@ -40,7 +46,6 @@
 #include "common/status.h"
 #include "data/batch_loader.h"
 #include "data/batch_source.h"
-#include "data/device_prefetcher.h"
 #include "data/gpu_jpeg_batches.h"
 #include "data/streaming_images.h"
 
@@ -58,6 +63,18 @@ struct Options {
   int device = 0;              // --decode gpu: the CUDA device's index
   GpuDecoderChoice gpu_decoder = GpuDecoderChoice::kFastest;
   CpuAssist cpu_assist = CpuAssist::kWhileDeviceBusy;
+  BatchPixels pixels = BatchPixels::kNormalized;  // --decode cpu
+};
+
+// A loader's batches as it makes them: uint8 ones stay so, their normalization being the GPU's.
+class LoaderBatches : public BatchSource {
+ public:
+  explicit LoaderBatches(BatchLoader& loader) : loader_(loader) {}
+  void StartEpoch(std::vector<int64_t> indices, int64_t epoch) override { loader_.StartEpoch(std::move(indices), epoch); }
+  std::optional<Batch> Next() override { return loader_.Next(); }
+
+ private:
+  BatchLoader& loader_;
 };
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
@@ -92,8 +109,10 @@ int Run(const Options& options) {
     gpu = decoder.get();
     batches = std::move(decoder);
   } else {
-    loader.emplace(source, LoaderOptions{options.batch_size, options.num_workers, 2});
-    batches = std::make_unique<DevicePrefetcher>(*loader, torch::Device(torch::kCPU));
+    LoaderOptions loading{options.batch_size, options.num_workers, 2};
+    loading.pixels = options.pixels;
+    loader.emplace(source, loading);
+    batches = std::make_unique<LoaderBatches>(*loader);
   }
   batches->StartEpoch(order, 0);
   int64_t images = 0;
@@ -107,6 +126,8 @@ int Run(const Options& options) {
   nlohmann::json line{{"loader", "mgpu"},
                       {"decode", options.decode},
                       {"num_workers", options.num_workers},
+                      {"pixels", options.decode == "gpu" || options.pixels == BatchPixels::kNormalized ? "normalized"
+                                                                                                     : "uint8"},
                       {"batch_size", options.batch_size},
                       {"size", options.size},
                       {"images", images},
@@ -157,6 +178,12 @@ int main(int argc, char** argv) {
                  "--decode gpu: true (the threads decode samples of the next batch while the device decodes, as "
                  "mgpu-worker does by default) or false (the device alone, as mgpu-worker --cpu-assist false)")
       ->transform(CLI::CheckedTransformer(assists, CLI::ignore_case));
+  const std::map<std::string, mgpu::BatchPixels> pixels{{"normalized", mgpu::BatchPixels::kNormalized},
+                                                        {"uint8", mgpu::BatchPixels::kRaw}};
+  app.add_option("--pixels", options.pixels,
+                 "--decode cpu: normalized (float32 batches, as a CPU run and PyTorch's DataLoader reference make "
+                 "them) or uint8 (as mgpu-worker's loader makes them for one GPU, which normalizes them)")
+      ->transform(CLI::CheckedTransformer(pixels, CLI::ignore_case));
   CLI11_PARSE(app, argc, argv);
   try {
     return mgpu::Run(options);

@@ -37,8 +37,8 @@ BatchLoader::BatchLoader(std::shared_ptr<const SampleSource> samples, LoaderOpti
     throw std::invalid_argument("a SampleSource applies its own augmentation; LoaderOptions' must be nullptr");
   }
   for (size_t c = 0; c < samples_->mean().size(); ++c) {
-    scale_.push_back(1.0f / (255.0f * samples_->stddev()[c]));
-    shift_.push_back(-samples_->mean()[c] / samples_->stddev()[c]);
+    normalization_.scale.push_back(1.0f / (255.0f * samples_->stddev()[c]));
+    normalization_.shift.push_back(-samples_->mean()[c] / samples_->stddev()[c]);
   }
   out_size_ = samples_->image_size();
   task_samples_ = std::min(kSamplesPerTask, options_.batch_size);
@@ -179,15 +179,19 @@ int64_t BatchLoader::BatchCount(int64_t batch_index) const {
 
 Batch BatchLoader::Allocate(int64_t batch_index) const {
   const int64_t count = BatchCount(batch_index);
-  const auto float_options = torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(options_.pin_memory);
+  const auto image_options = torch::TensorOptions().dtype(ImageDtype()).pinned_memory(options_.pin_memory);
   const auto label_options = torch::TensorOptions().dtype(torch::kInt64).pinned_memory(options_.pin_memory);
   Batch batch;
   batch.index = batch_index;
   batch.images = options_.pin_memory
-                     ? torch::empty({count, samples_->channels(), out_size_.height, out_size_.width}, float_options)
+                     ? torch::empty({count, samples_->channels(), out_size_.height, out_size_.width}, image_options)
                      : ImageBuffer(count);
   batch.labels = torch::empty({count}, label_options);
   return batch;
+}
+
+torch::ScalarType BatchLoader::ImageDtype() const {
+  return options_.pixels == BatchPixels::kRaw ? torch::kUInt8 : torch::kFloat32;
 }
 
 torch::Tensor BatchLoader::ImageBuffer(int64_t count) const {
@@ -196,7 +200,7 @@ torch::Tensor BatchLoader::ImageBuffer(int64_t count) const {
   for (const torch::Tensor& spare : spare_images_) {
     if (HeldByTheListAlone(spare) && spare.sizes() == shape) return spare;
   }
-  torch::Tensor fresh = torch::empty(shape, torch::kFloat32);
+  torch::Tensor fresh = torch::empty(shape, ImageDtype());
   ++image_buffers_allocated_;
   if (static_cast<int64_t>(spare_images_.size()) < std::max<int64_t>(capacity_, 1) + kSpareBatches) {
     spare_images_.push_back(fresh);
@@ -216,8 +220,15 @@ void BatchLoader::Fill(const std::vector<int64_t>& indices, int64_t epoch, Batch
   const int64_t first = batch.index * options_.batch_size;
   const int64_t channels = samples_->channels();
   const int64_t plane = out_size_.height * out_size_.width;
-  float* out = batch.images.data_ptr<float>();
   int64_t* label_out = batch.labels.data_ptr<int64_t>();
+  if (options_.pixels == BatchPixels::kRaw) {
+    uint8_t* out = batch.images.data_ptr<uint8_t>();
+    for (int64_t i = begin; i < end; ++i) {
+      label_out[i] = samples_->Load(indices[static_cast<size_t>(first + i)], epoch, out + i * channels * plane);
+    }
+    return;
+  }
+  float* out = batch.images.data_ptr<float>();
   std::vector<uint8_t> pixels(static_cast<size_t>(channels * plane));  // one sample, (C, H, W)
   for (int64_t i = begin; i < end; ++i) {
     const int64_t sample = indices[static_cast<size_t>(first + i)];
@@ -225,8 +236,8 @@ void BatchLoader::Fill(const std::vector<int64_t>& indices, int64_t epoch, Batch
     for (int64_t c = 0; c < channels; ++c) {
       const uint8_t* src = pixels.data() + c * plane;
       float* dst = out + (i * channels + c) * plane;
-      const float scale = scale_[static_cast<size_t>(c)];
-      const float shift = shift_[static_cast<size_t>(c)];
+      const float scale = normalization_.scale[static_cast<size_t>(c)];
+      const float shift = normalization_.shift[static_cast<size_t>(c)];
       for (int64_t p = 0; p < plane; ++p) dst[p] = static_cast<float>(src[p]) * scale + shift;
     }
   }

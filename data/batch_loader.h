@@ -35,6 +35,24 @@
 
 namespace mgpu {
 
+// What a batch's images hold.
+enum class BatchPixels {
+  kNormalized,  // float32, normalized with the data set's mean and stddev
+  // uint8, the samples' pixels after augmentation, for a consumer that normalizes them where it
+  // uses them (DevicePrefetcher, on the GPU): a quarter of the bytes for the loader threads to
+  // write, to pin and to copy, and no per-pixel arithmetic on the CPU, as PyTorch's fastest input
+  // pipelines do (uint8 from the workers, normalization on the GPU).
+  kRaw,
+};
+
+// The per-channel affine map from uint8 pixels to a normalized batch: v * scale + shift, with
+// scale = 1 / (255 stddev) and shift = -mean / stddev, one multiply and one add in float32 (each
+// rounded, as Fill and LibTorch's mul_ and add_ compute it, so both places give the same bits).
+struct PixelNormalization {
+  std::vector<float> scale;
+  std::vector<float> shift;
+};
+
 struct LoaderOptions {
   int64_t batch_size = 64;
   int num_workers = 0;
@@ -43,11 +61,14 @@ struct LoaderOptions {
   // The ImageDataset constructor only: applied to each sample's uint8 pixels before
   // normalization; nullptr: none. Batches have its OutputSize(). A SampleSource applies its own.
   std::shared_ptr<const Augmentation> augmentation = nullptr;
+  BatchPixels pixels = BatchPixels::kNormalized;
 };
 
 struct Batch {
   int64_t index = 0;      // position of the batch within its epoch
-  torch::Tensor images;   // (B, C, H, W) float32, normalized with the data set's mean/stddev
+  // (B, C, H, W) float32, normalized with the data set's mean/stddev; uint8 from a loader of
+  // BatchPixels::kRaw until DevicePrefetcher normalizes it.
+  torch::Tensor images;
   torch::Tensor labels;   // (B) int64
   // (B) int64 on the device, set instead of images and labels by a source that leaves the
   // gathering to the training step (DeviceResidentBatches::DeferGather).
@@ -82,6 +103,9 @@ class BatchLoader {
   int64_t capacity() const { return capacity_; }
   // Pageable image buffers allocated so far; a batch whose buffer is reused adds none.
   int64_t image_buffers_allocated() const;
+  const LoaderOptions& options() const { return options_; }
+  // How a batch of BatchPixels::kRaw becomes a normalized one.
+  const PixelNormalization& normalization() const { return normalization_; }
 
  private:
   struct Building {
@@ -94,7 +118,8 @@ class BatchLoader {
   // as a spare while there is room (kSpareBatches beyond capacity()) or in place of a free spare
   // of another shape.
   torch::Tensor ImageBuffer(int64_t count) const;
-  // Loads and normalizes the batch's samples [begin, end) into it.
+  torch::ScalarType ImageDtype() const;  // of options_.pixels
+  // Loads the batch's samples [begin, end) into it, normalized unless options_.pixels is kRaw.
   void Fill(const std::vector<int64_t>& indices, int64_t epoch, Batch& batch, int64_t begin, int64_t end) const;
   void WorkerLoop();
   void StartWorkers();  // options_.num_workers threads, or none and mgpu::Error
@@ -102,8 +127,7 @@ class BatchLoader {
 
   const std::shared_ptr<const SampleSource> samples_;
   const LoaderOptions options_;
-  std::vector<float> scale_;  // per channel: 1 / (255 * stddev)
-  std::vector<float> shift_;  // per channel: -mean / stddev
+  PixelNormalization normalization_;
   ImageSize out_size_;        // the batches' (H, W), after augmentation
   int64_t task_samples_ = 0;
   int64_t capacity_ = 0;

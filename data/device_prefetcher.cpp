@@ -17,6 +17,10 @@ struct DevicePrefetcher::InFlight {
 };
 
 DevicePrefetcher::DevicePrefetcher(BatchLoader& loader, torch::Device device) : loader_(loader), device_(device) {
+  const PixelNormalization& normalization = loader_.normalization();
+  const auto channels = static_cast<int64_t>(normalization.scale.size());
+  scale_ = torch::tensor(normalization.scale).view({1, channels, 1, 1}).to(device_);
+  shift_ = torch::tensor(normalization.shift).view({1, channels, 1, 1}).to(device_);
 #ifdef MGPU_WITH_CUDA
   if (device_.is_cuda()) side_stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index());
 #endif
@@ -48,7 +52,14 @@ std::optional<Batch> DevicePrefetcher::Next() {
     return std::move(ready->batch);
   }
 #endif
-  return loader_.Next();
+  std::optional<Batch> batch = loader_.Next();
+  if (batch) batch->images = Normalized(batch->images);
+  return batch;
+}
+
+torch::Tensor DevicePrefetcher::Normalized(const torch::Tensor& images) const {
+  if (images.scalar_type() != torch::kUInt8) return images;
+  return images.to(torch::kFloat32).mul_(scale_).add_(shift_);
 }
 
 std::unique_ptr<DevicePrefetcher::InFlight> DevicePrefetcher::CopyAhead(std::optional<Batch> host) {
@@ -60,7 +71,7 @@ std::unique_ptr<DevicePrefetcher::InFlight> DevicePrefetcher::CopyAhead(std::opt
   c10::cuda::CUDAStreamGuard on_side(side);
   // Pinned host memory: the copies return at once, and the host allocator keeps the pages until
   // they are done.
-  in_flight->batch.images = host->images.to(device_, /*non_blocking=*/true);
+  in_flight->batch.images = Normalized(host->images.to(device_, /*non_blocking=*/true));
   in_flight->batch.labels = host->labels.to(device_, /*non_blocking=*/true);
   in_flight->copied.record(side);
 #endif

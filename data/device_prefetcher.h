@@ -6,6 +6,10 @@
 // that event on the GPU (no host synchronization) and tells the caching allocator that the
 // compute stream uses the batch's memory (recordStream), then starts the next copy. On the CPU
 // the loader's batches pass through unchanged.
+//
+// A loader of BatchPixels::kRaw hands out uint8 batches; the prefetcher normalizes them on the
+// device, after the copy on the side stream (on the CPU, in Next()), with the loader's
+// PixelNormalization: the same float32 values as the loader's own normalization.
 #pragma once
 
 #include <cstdint>
@@ -36,10 +40,13 @@ class DevicePrefetcher : public BatchSource {
  private:
   struct InFlight;  // a batch being copied, and its copy's event (CUDA only)
   std::unique_ptr<InFlight> CopyAhead(std::optional<Batch> host);
+  // `images` as normalized float32 where they are uint8 (BatchPixels::kRaw); else unchanged.
+  torch::Tensor Normalized(const torch::Tensor& images) const;
 
   BatchLoader& loader_;
   torch::Device device_;
   std::optional<c10::Stream> side_stream_;  // CUDA: the copies' stream
+  torch::Tensor scale_, shift_;             // (1, C, 1, 1) float32 on device_: the loader's normalization
   bool pass_started_ = false;  // the pass's first batch was requested
   std::unique_ptr<InFlight> ahead_;
 };
