@@ -13,13 +13,17 @@ large enough that no epoch ends inside a measurement.
 mgpu: --data-loading stream --augment rrc-flip --resize 224 --channels-last true (dropped, and
 said so, where the mode refuses it) and --num-workers W per rank; DDP over NCCL beyond one GPU.
 After one 3-step warm-up run (the first process on a fresh machine reads the libraries from disk),
-each mgpu configuration runs twice with different --max-steps (the long one as long as one epoch of
-the folder holds, at most 135 steps after the warm-up): images/s is the extra images over
-the extra wall-clock time, CPU cores used the extra CPU seconds of the processes (os.wait4)
-over the same time, so that start-up cancels out; the data-wait share is metrics.csv's
-data_wait_seconds over step_seconds after the warm-up, and metrics.csv's own rate (the steps'
-time) and the long run's in-run wall-clock rate (metrics.csv's elapsed_seconds from the warm-up's
-last step to the end, which start-up cannot disturb) are kept beside it as cross-checks. PyTorch: bench/e2e_reference.py (needs torchvision:
+each mgpu configuration runs once, WARMUP steps and then as many as one epoch of the folder holds
+(at most MAX_LONG), measured within the run as PyTorch's reference measures its own: images/s by
+the host's wall clock from the warm-up's last step to the last (metrics.csv's elapsed_seconds), so
+that no start-up is in it, and CPU cores used as the processes' CPU seconds (/proc, every rank)
+over the time between the driver seeing those two rows of metrics.csv (each written once the
+device has run its step). Two cross-checks are kept beside: the rate over that same span as the
+driver saw it (device completion, polled every 10 ms) and metrics.csv's own rate (the steps'
+time, no gaps). (The rate from two run lengths, which needed a second process per row, swung by
+start-up's seconds at these lengths: 61% and 251% of synthetic where metrics.csv read 86% and 97%.)
+The data-wait share is metrics.csv's data_wait_seconds over step_seconds after the warm-up.
+PyTorch: bench/e2e_reference.py (needs torchvision:
 --bench-python, default $MGPU_BENCH_PYTHON, else bench/setup_bench_env.sh's venv).
 W defaults to the host's cores divided by the GPUs of the row.
 
@@ -42,14 +46,15 @@ sys.path.insert(0, HERE)
 from results_folder import default_results_folder, recorded_command, recorded_path  # noqa: E402
 
 BATCH = 256  # per GPU
-WARMUP, SHORT = 15, 15  # steps: warm-up, then the short run length measured after it
-MAX_LONG = 135  # the long run length, where one epoch of the folder holds it (long_steps)
+WARMUP = 15  # steps before the measured ones
+MAX_LONG = 135  # the measured steps, where one epoch of the folder holds them (long_steps)
+MIN_LONG = 30
 
 
 def long_steps(images, world):
-    """The long run's steps after the warm-up: as many as one epoch holds (an epoch's end inside a
-    measurement would add its evaluation), at most MAX_LONG, at least SHORT + 15."""
-    return max(SHORT + 15, min(MAX_LONG, images // (BATCH * world) - WARMUP - 1))
+    """The measured steps after the warm-up: as many as one epoch holds (an epoch's end inside a
+    measurement would add its evaluation), at most MAX_LONG, at least MIN_LONG."""
+    return max(MIN_LONG, min(MAX_LONG, images // (BATCH * world) - WARMUP - 1))
 CORES_PER_GPU_FOR_COMPUTE_TARGET = 12
 
 
@@ -59,8 +64,36 @@ def free_port():
         return s.getsockname()[1]
 
 
-def launch(cmd, world, log_path, timeout):
-    """Runs `cmd` as `world` ranks (torchrun's environment beyond one): (wall s, CPU s, error)."""
+class RowWatch:
+    """When the driver first sees metrics.csv rows at steps `first` and `last` (written once the
+    device has run those steps), with the ranks' CPU seconds then: the measured span of a run."""
+
+    def __init__(self, path, first, last):
+        self.path, self.first, self.last = path, first, last
+        self.seen = {}  # step -> (monotonic seconds, CPU seconds of every rank)
+
+    def poll(self, pids):
+        if len(self.seen) == 2 or not os.path.exists(self.path):
+            return
+        from e2e_reference import cpu_seconds  # /proc, every thread of each process
+        with open(self.path) as f:
+            steps = {int(line.split(",", 1)[0]) for line in f.read().splitlines()[1:] if line[:1].isdigit()}
+        now = time.monotonic()
+        for step in (self.first, self.last):
+            if step in steps and step not in self.seen:
+                self.seen[step] = (now, cpu_seconds(pids))
+
+    def span(self):
+        """(seconds, CPU seconds) between the two rows, or None where the driver missed one."""
+        if len(self.seen) < 2:
+            return None
+        (t0, c0), (t1, c1) = self.seen[self.first], self.seen[self.last]
+        return (t1 - t0, c1 - c0) if t1 > t0 else None
+
+
+def launch(cmd, world, log_path, timeout, watch=None):
+    """Runs `cmd` as `world` ranks (torchrun's environment beyond one), polling `watch` (a
+    RowWatch) every 10 ms: (wall s, error)."""
     port, procs = free_port(), []
     started = time.monotonic()
     with open(log_path, "w") as log:
@@ -70,32 +103,29 @@ def launch(cmd, world, log_path, timeout):
                 env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
                            MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
             procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
-        cpu, codes, deadline = 0.0, {}, started + timeout
+        codes, deadline = {}, started + timeout
         while len(codes) < world:
+            if watch:
+                watch.poll([p.pid for p in procs if p.pid not in codes])
             for p in procs:
-                if p.pid in codes:
-                    continue
-                pid, status, usage = os.wait4(p.pid, os.WNOHANG)  # CPU time of the process and its threads
-                if pid:
-                    codes[p.pid] = os.waitstatus_to_exitcode(status)
-                    p.returncode = codes[p.pid]
-                    cpu += usage.ru_utime + usage.ru_stime
+                if p.pid not in codes and p.poll() is not None:
+                    codes[p.pid] = p.returncode
             failed = any(codes.values())
             if len(codes) < world and (failed or time.monotonic() > deadline):
                 for p in procs:  # a rank that failed leaves the others waiting for it: stop them too
                     if p.pid not in codes:
                         p.kill()
-                        codes[p.pid] = os.waitstatus_to_exitcode(os.waitpid(p.pid, 0)[1])
+                        codes[p.pid] = p.wait()
                 if not failed:
-                    return None, None, f"stopped after --run-timeout {timeout} s (log: {log_path})"
+                    return None, f"stopped after --run-timeout {timeout} s (log: {log_path})"
             if len(codes) < world:
-                time.sleep(0.01)  # the wall clock's resolution, against runs of many seconds
+                time.sleep(0.01)
     wall = time.monotonic() - started
     if any(codes.values()):
         with open(log_path) as f:
             ranks = ", ".join(f"rank {r}: {codes[p.pid]}" for r, p in enumerate(procs))
-            return None, None, f"exit codes {ranks}: {f.read().strip()[-300:]} (log: {log_path})"
-    return wall, cpu, None
+            return None, f"exit codes {ranks}: {f.read().strip()[-300:]} (log: {log_path})"
+    return wall, None
 
 
 def data_wait_share(out):
@@ -111,31 +141,30 @@ def data_wait_share(out):
     return wait / step if step else None
 
 
-def mgpu_pair(args, name, base_flags, world):
-    """The short and the long run of one mgpu configuration: the row's measurements, or an error."""
+def mgpu_run(args, name, base_flags, world):
+    """One mgpu configuration's run: the row's measurements, or an error."""
     from gpu_bench import elapsed_throughput, log_every_for, measured_throughput  # import torch: only where a row runs
 
-    runs, long = {}, long_steps(args.images, world)
-    for length, steps in (("short", SHORT), ("long", long)):
-        out = os.path.join(args.out, f"{name}-{length}")
-        cmd = [os.path.join(args.build, "bin", "mgpu-worker"), *base_flags, "--batch-size", str(BATCH * world),
-               "--max-steps", str(WARMUP + steps), "--log-every", str(log_every_for(WARMUP, steps)), "--out", out]
-        wall, cpu, error = launch(cmd, world, out + ".log", args.run_timeout)
-        if error:
-            return {"error": error}
-        runs[length] = (wall, cpu, out)
-    extra_wall = runs["long"][0] - runs["short"][0]
-    if extra_wall <= 0:
-        return {"error": f"the longer run took no longer ({extra_wall:.2f} s): too few steps to measure"}
-    out = runs["long"][2]
-    rate, _, _ = measured_throughput(out, WARMUP, BATCH * world)
+    steps = long_steps(args.images, world)
+    out = os.path.join(args.out, name)
+    cmd = [os.path.join(args.build, "bin", "mgpu-worker"), *base_flags, "--batch-size", str(BATCH * world),
+           "--max-steps", str(WARMUP + steps), "--log-every", str(log_every_for(WARMUP, steps)), "--out", out]
+    watch = RowWatch(os.path.join(out, "metrics.csv"), WARMUP, WARMUP + steps)
+    wall, error = launch(cmd, world, out + ".log", args.run_timeout, watch)
+    if error:
+        return {"error": error}
+    rate = elapsed_throughput(out, WARMUP, BATCH * world)
+    if rate is None:
+        return {"error": f"metrics.csv has no elapsed_seconds after step {WARMUP}: an mgpu-worker older than the bench"}
+    span = watch.span()
     with open(os.path.join(out, "summary.json")) as f:
         parameters = json.load(f).get("parameters")
-    return {"images_per_second": BATCH * world * (long - SHORT) / extra_wall, "parameters": parameters,
-            "cpu_cores_used": (runs["long"][1] - runs["short"][1]) / extra_wall,
-            "data_wait_share": data_wait_share(out), "metrics_csv_images_per_second": rate,
-            "in_run_wall_images_per_second": elapsed_throughput(out, WARMUP, BATCH * world),
-            "wall_seconds": {k: v[0] for k, v in runs.items()}}
+    return {"images_per_second": rate, "parameters": parameters,
+            "cpu_cores_used": span[1] / span[0] if span else None,
+            "data_wait_share": data_wait_share(out),
+            "metrics_csv_images_per_second": measured_throughput(out, WARMUP, BATCH * world)[0],
+            "rows_seen_images_per_second": BATCH * world * steps / span[0] if span else None,
+            "wall_seconds": wall}
 
 
 def warm_up(args):
@@ -162,9 +191,9 @@ def mgpu_rows(args, model, world, workers):
     rows = {}
     for kind, flags in (("mgpu e2e", stream), ("mgpu synthetic", synthetic)):
         name = f"{model}-x{world}-{kind.split()[1]}"
-        row = mgpu_pair(args, name, common + flags + ["--channels-last", "true"], world)
+        row = mgpu_run(args, name, common + flags + ["--channels-last", "true"], world)
         if "error" in row and "channels-last" in row["error"]:  # a mode without channels-last yet
-            row = mgpu_pair(args, name, common + flags, world)
+            row = mgpu_run(args, name, common + flags, world)
             row["note"] = "without --channels-last (this mode refused it)"
         rows[kind] = row
     return rows
@@ -226,9 +255,9 @@ def print_table(rows, meta):
                       f"{r['error'][:200]} |")
                 continue
             rate, cores, wait = r["images_per_second"], r.get("cpu_cores_used"), r.get("data_wait_share")
-            checked, in_run = r.get("metrics_csv_images_per_second"), r.get("in_run_wall_images_per_second")
+            checked, seen = r.get("metrics_csv_images_per_second"), r.get("rows_seen_images_per_second")
             note = "; ".join(filter(None, [r.get("note"), f"metrics.csv {checked:.0f} img/s" if checked else "",
-                                           f"in-run wall clock {in_run:.0f} img/s" if in_run else ""]))
+                                           f"rows as seen {seen:.0f} img/s" if seen else ""]))
             per_core = f"{rate / cores:.0f}" if cores and name != "mgpu synthetic" else "-"
             print(f"| {row['model']} | {row['world']} | {row['workers']} | {name} | {rate:.0f} | "
                   f"{f'{cores:.1f}' if cores else '-'} | {per_core} | {f'{wait:.1%}' if wait is not None else '-'} | "
@@ -305,7 +334,7 @@ def main():
             "gpus": gpus, "cores": cores, "torch": torch.__version__, "images": args.images,
             "data_dir": recorded_path(args.data_dir), "mgpu_flags": args.mgpu_flags, "e2e_flags": args.e2e_flags,
             "command": recorded_command(),
-            "steps": {"warmup": WARMUP, "short": SHORT, "batch_per_gpu": BATCH,
+            "steps": {"warmup": WARMUP, "batch_per_gpu": BATCH,
                       "long_by_world": {str(w): long_steps(args.images, w) for w in worlds}}}
     with open(os.path.join(args.out, "e2e-bench.json"), "w") as f:
         json.dump({"meta": meta, "e2e": rows}, f, indent=2)
