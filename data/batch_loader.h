@@ -47,7 +47,7 @@ enum class BatchPixels {
 
 // The per-channel affine map from uint8 pixels to a normalized batch: v * scale + shift, with
 // scale = 1 / (255 stddev) and shift = -mean / stddev, one multiply and one add in float32 (each
-// rounded, as Fill and LibTorch's mul_ and add_ compute it, so both places give the same bits).
+// rounded, as Fill and LibTorch's mul and add_ compute it, so both places give the same bits).
 struct PixelNormalization {
   std::vector<float> scale;
   std::vector<float> shift;

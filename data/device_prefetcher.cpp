@@ -59,7 +59,8 @@ std::optional<Batch> DevicePrefetcher::Next() {
 
 torch::Tensor DevicePrefetcher::Normalized(const torch::Tensor& images) const {
   if (images.scalar_type() != torch::kUInt8) return images;
-  return images.to(torch::kFloat32).mul_(scale_).add_(shift_);
+  // uint8 times float32 is float32: two passes, the first reading the bytes themselves.
+  return torch::mul(images, scale_).add_(shift_);
 }
 
 std::unique_ptr<DevicePrefetcher::InFlight> DevicePrefetcher::CopyAhead(std::optional<Batch> host) {
