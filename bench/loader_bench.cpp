@@ -77,6 +77,13 @@ class LoaderBatches : public BatchSource {
   BatchLoader& loader_;
 };
 
+// An option taking one of `names` (any case) into `value`.
+template <typename Enum>
+void AddChoice(CLI::App& app, const std::string& flag, Enum& value, const std::map<std::string, Enum>& names,
+               const std::string& help) {
+  app.add_option(flag, value, help)->transform(CLI::CheckedTransformer(names, CLI::ignore_case));
+}
+
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -166,25 +173,27 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "gpu"}));
   app.add_option("--device", options.device, "--decode gpu: the CUDA device's index")->check(CLI::Range(0, 1023));
   const std::map<std::string, mgpu::GpuDecoderChoice> decoders{{"fastest", mgpu::GpuDecoderChoice::kFastest},
-                                                          {"cuda", mgpu::GpuDecoderChoice::kCudaOnly}};
-  app.add_option("--gpu-decoder", options.gpu_decoder,
-                 "--decode gpu: fastest (the GPU's JPEG engines where it has them, as mgpu-worker decodes) "
-                 "or cuda (nvJPEG's GPU-hybrid backend, as on a GPU without them)")
-      ->transform(CLI::CheckedTransformer(decoders, CLI::ignore_case));
+                                                                {"cuda", mgpu::GpuDecoderChoice::kCudaOnly}};
+  mgpu::AddChoice(app, "--gpu-decoder", options.gpu_decoder, decoders,
+                  "--decode gpu: fastest (the GPU's JPEG engines where it has them, as mgpu-worker decodes) "
+                  "or cuda (nvJPEG's GPU-hybrid backend, as on a GPU without them)");
   const std::map<std::string, mgpu::CpuAssist> assists{
       {"true", mgpu::CpuAssist::kWhileDeviceBusy}, {"on", mgpu::CpuAssist::kWhileDeviceBusy},
       {"false", mgpu::CpuAssist::kOff}, {"off", mgpu::CpuAssist::kOff}};
-  app.add_option("--cpu-assist", options.cpu_assist,
-                 "--decode gpu: true (the threads decode samples of the next batch while the device decodes, as "
-                 "mgpu-worker does by default) or false (the device alone, as mgpu-worker --cpu-assist false)")
-      ->transform(CLI::CheckedTransformer(assists, CLI::ignore_case));
+  mgpu::AddChoice(app, "--cpu-assist", options.cpu_assist, assists,
+                  "--decode gpu: true (the threads decode samples of the next batch while the device decodes, as "
+                  "mgpu-worker does by default) or false (the device alone, as mgpu-worker --cpu-assist false)");
   const std::map<std::string, mgpu::BatchPixels> pixels{{"normalized", mgpu::BatchPixels::kNormalized},
                                                         {"uint8", mgpu::BatchPixels::kRaw}};
-  app.add_option("--pixels", options.pixels,
-                 "--decode cpu: normalized (float32 batches, as a CPU run and PyTorch's DataLoader reference make "
-                 "them) or uint8 (as mgpu-worker's loader makes them for one GPU, which normalizes them)")
-      ->transform(CLI::CheckedTransformer(pixels, CLI::ignore_case));
-  CLI11_PARSE(app, argc, argv);
+  mgpu::AddChoice(app, "--pixels", options.pixels, pixels,
+                  "--decode cpu: normalized (float32 batches, as a CPU run and PyTorch's DataLoader reference make "
+                  "them) or uint8 (as mgpu-worker's loader makes them for one GPU, which normalizes them)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int printed = app.exit(e);  // prints the help, or the error
+    return e.get_exit_code() == 0 ? printed : static_cast<int>(mgpu::ExitCode::kBadInput);
+  }
   try {
     return mgpu::Run(options);
   } catch (const mgpu::Error& e) {
