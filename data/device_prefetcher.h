@@ -5,7 +5,7 @@
 // side stream, and an event recorded after the copy; Next() makes the compute stream wait on
 // that event on the GPU (no host synchronization) and tells the caching allocator that the
 // compute stream uses the batch's memory (recordStream), then starts the next copy. On the CPU
-// the loader's batches pass through unchanged.
+// the loader's normalized batches pass through unchanged.
 //
 // A loader of BatchPixels::kRaw hands out uint8 batches; the prefetcher normalizes them on the
 // device, after the copy on the side stream (on the CPU, in Next()), with the loader's
