@@ -431,9 +431,11 @@ TEST_F(SlurmCluster, SbatchInterruptedBeforeItsTimeLimitRequeuesItselfAndResumes
   // 10 to 25 s late, so a run timed to outlast it finished first on a crowded machine, and a slow
   // one drew a signal in every requeued attempt. The test sends the same signal itself, to the same
   // processes (`scancel --signal=USR1`: every task of the job's steps, not the batch shell), once
-  // the run is a quarter done, and once only: the job's time limit is far off.
-  constexpr int kTotalSteps = 160;
-  constexpr int kSignalAfterSteps = kTotalSteps / 4;
+  // the run has begun, and once only: the job's time limit is far off. The run is long enough
+  // that the signal's way through slurmctld and slurmd (a second or two on a crowded machine) ends
+  // well before it (390 steps, ~10 s on the 2-core VM).
+  constexpr int kTotalSteps = 400;
+  constexpr int kSignalAfterSteps = 10;
   TempDir bigger;
   WriteTinyMnistLike(bigger.path(), 5120, 200);
   std::vector<std::string> worker = WorkerFlags("requeued");
