@@ -240,9 +240,12 @@ struct GpuJpegBatches::Impl {
   }
 
   // The CPU assist: until `stop`, the threads decode route-kGpu samples by the CPU path, from the
-  // batch's end (kEverySample: all of them, for tests). The device, which takes the rest, is the
-  // faster decoder, but a blocking nvJPEG call at a time; threads that would wait for it decode
-  // beside it instead (1x H100, ResNet-18 at 224: the engines alone fed 9,900 img/s of 11,900).
+  // batch's end (kEverySample: all of them, for tests), from the bytes Prepare read. The device,
+  // which takes the rest, is the faster decoder, but a blocking nvJPEG call at a time; threads
+  // that would wait for it decode beside it instead (1x H100, ResNet-18 at 224: the engines alone
+  // fed 9,900 img/s of 11,900). A sample the CPU path cannot decode (libjpeg refuses a truncated
+  // stream that nvJPEG may take) is left to the device, so that whether a run fails or skips an
+  // image never depends on which decoder reached it first.
   void AssistOnCpu(PreparedBatch& batch, int64_t epoch, const std::atomic<bool>& stop) const {
     if (assist == CpuAssist::kOff) return;
     const auto n = static_cast<int64_t>(batch.samples.size());
@@ -252,8 +255,7 @@ struct GpuJpegBatches::Impl {
       for (int64_t k = next--; k >= 0 && (assist == CpuAssist::kEverySample || !stop); k = next--) {
         Prepared& p = batch.samples[static_cast<size_t>(k)];
         if (p.route != GpuDecodeRoute::kGpu) continue;
-        p.label = source->Load(p.index, epoch, host_pixels + k * 3 * side * side);
-        p.assisted = true;
+        p.assisted = source->TryDecode(p.index, epoch, p.bytes, host_pixels + k * 3 * side * side).empty();
       }
     });
   }
@@ -291,9 +293,16 @@ struct GpuJpegBatches::Impl {
     Batch batch;
     batch.images = images;
     batch.labels = torch::tensor(labels, torch::kInt64).to(device);
-    WaitForStream(stream.stream());  // the batch is whole (it waited for every decode); the chunks may go
-    decoded_chunks.clear();
+    ReleaseDecodedChunks();  // the batch is whole (it waited for every decode)
     return batch;
+  }
+
+  // Once the side stream has run everything enqueued on it (the resizes that read them), the
+  // decoded chunks go back to the allocator.
+  void ReleaseDecodedChunks() {
+    WaitForStream(stream.stream());
+    decoded_chunks.clear();
+    decoded_bytes = 0;
   }
 
   // The CPU path's pixels of the samples at `positions` into `images`, as floats: the whole pinned
@@ -306,10 +315,10 @@ struct GpuJpegBatches::Impl {
   }
 
   // The kGpu samples at `gpu`, in chunks of at most kChunkImages images and kDecodeBufferBytes
-  // of output, enqueued one after the other on the side stream. Then, once per batch, rounding to
-  // whole 8-bit levels (as the CPU path stores them) and the flips. A refused chunk is retried
-  // image by image; the images nvJPEG refuses are decoded by the CPU path into the host buffer,
-  // and their positions returned.
+  // of output, decoded one after the other on the decode stream and resized on the side stream.
+  // Then, once per batch, rounding to whole 8-bit levels (as the CPU path stores them) and the
+  // flips. A refused chunk is retried image by image; the images nvJPEG refuses are decoded by
+  // the CPU path into the host buffer, and their positions returned.
   std::vector<int64_t> DecodeOnDevice(PreparedBatch& prepared, const std::vector<size_t>& gpu, int64_t epoch,
                                       torch::Tensor& images) {
     std::vector<size_t> refused;
@@ -365,8 +374,8 @@ struct GpuJpegBatches::Impl {
     return positions;
   }
 
-  // Decodes the samples at `positions` and resizes each crop into `images`, on the side stream
-  // (the current one); false if nvJPEG refused the chunk.
+  // Decodes the samples at `positions` on the decode stream and resizes each crop into `images`
+  // on the side stream (the current one); false if nvJPEG refused the chunk.
   bool DecodeChunk(const std::vector<Prepared>& samples, const std::vector<size_t>& positions,
                    torch::Tensor& images) {
     std::vector<EncodedCrop> chunk;
@@ -374,6 +383,7 @@ struct GpuJpegBatches::Impl {
       const Prepared& p = samples[position];
       chunk.push_back(EncodedCrop{p.bytes.data(), p.bytes.size(), p.full, p.plan.window});
     }
+    if (decoded_bytes > kRetainedChunkBytes) ReleaseDecodedChunks();
     DecodedChunk decoded;
     {
       const c10::cuda::CUDAStreamGuard on_decode(decode_stream);  // its output from the decode stream's pool
@@ -383,6 +393,7 @@ struct GpuJpegBatches::Impl {
     done.record(decode_stream);
     done.block(stream);
     decoded_chunks.push_back(decoded.pixels);
+    decoded_bytes += static_cast<int64_t>(decoded.pixels.nbytes());
     const torch::Tensor pixels = decoded.pixels.to(torch::kFloat32);  // the resize takes floats
     for (size_t j = 0; j < positions.size(); ++j) {
       ResizeInto(decoded.Crop(pixels, j), images[static_cast<int64_t>(positions[j])]);
@@ -443,9 +454,11 @@ struct GpuJpegBatches::Impl {
   // nvJPEG's calls only: the hardware backend's call waits for the work enqueued before it on its
   // stream, so on the side stream each chunk's decode would wait for the last chunk's resizes.
   c10::cuda::CUDAStream decode_stream = c10::cuda::getDefaultCUDAStream();
-  // The batch's decoded chunks, kept to its end: nvJPEG writes at the call, not in stream order,
-  // so a buffer must not go back to the allocator while the side stream may still read it.
+  // The decoded chunks, kept until the side stream has read them (to the batch's end, or past
+  // kRetainedChunkBytes): nvJPEG writes at the call, not in stream order, so a buffer must not go
+  // back to the allocator while the side stream may still read it.
   std::vector<torch::Tensor> decoded_chunks;
+  int64_t decoded_bytes = 0;  // theirs
   std::string version;
   torch::Tensor scale_t, shift_t;  // (1, 3, 1, 1) on the device
 
@@ -482,9 +495,10 @@ std::string GpuJpegBatches::Describe() const { return impl_->Describe(); }
 int64_t GpuJpegBatches::MemoryBoundBytes() const {
   const int64_t batch_bytes = impl_->batch_size * 3 * impl_->side * impl_->side * 4;
   // Waiting in the queue, being built, the one the training step holds, and the flips' two
-  // temporaries; the batch's decoded chunks (kept to its end) and one chunk's float copy.
-  const int64_t chunks = (impl_->batch_size + kChunkImages - 1) / kChunkImages;
-  return (kBatchesAhead + 4) * batch_bytes + (chunks + 4) * std::max(kDecodeBufferBytes, 3 * kMaxGpuPixels);
+  // temporaries; the decoded chunks kept (at most kRetainedChunkBytes before a decode, one chunk
+  // more after it) and the latest one's float copy (four chunks' bytes).
+  const int64_t chunk = std::max(kDecodeBufferBytes, 3 * kMaxGpuPixels);
+  return (kBatchesAhead + 4) * batch_bytes + kRetainedChunkBytes + 5 * chunk;
 }
 
 #endif

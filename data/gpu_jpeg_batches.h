@@ -33,10 +33,10 @@
 // stream uses it.
 //
 // Device memory: at most kBatchesAhead + 4 float batches (B x 3 x side x side x 4 bytes: those
-// waiting, the one being built, the one the step holds, the flips' temporaries), the batch's
-// chunk outputs and one chunk's float copy ((B / kChunkImages + 4) x kDecodeBufferBytes, or
-// x 3 x kMaxGpuPixels bytes for large images), and nvJPEG's own state; MemoryBoundBytes() says
-// how much, for the start-up table.
+// waiting, the one being built, the one the step holds, the flips' temporaries), the decoded
+// chunks kept until the resizes have read them (at most kRetainedChunkBytes and one more chunk),
+// the latest chunk's float copy (4 chunks' bytes), and nvJPEG's own state;
+// MemoryBoundBytes() says how much, for the start-up table.
 #pragma once
 
 #include <cstdint>
@@ -72,7 +72,7 @@ enum class GpuDecoderChoice {
 enum class CpuAssist {
   kWhileDeviceBusy,  // until the device has enqueued the previous batch's decodes
   kOff,              // the device decodes every sample it can (same pixels run to run)
-  kEverySample,      // the CPU path decodes every sample, the device none (tests)
+  kEverySample,      // the CPU path decodes every sample it can, the device the rest (tests)
 };
 
 class GpuJpegBatches : public BatchSource {
@@ -82,6 +82,9 @@ class GpuJpegBatches : public BatchSource {
   // bound). At least 51 images: the GPU-hybrid backend decodes Huffman on the GPU above 50.
   static constexpr int64_t kChunkImages = 64;
   static constexpr int64_t kDecodeBufferBytes = int64_t{64} << 20;
+  // Decoded chunks kept at most (more waits for the resizes that read them): four chunks of
+  // ImageNet-sized photos hold a batch of 256, so only batches of large images wait.
+  static constexpr int64_t kRetainedChunkBytes = 4 * kDecodeBufferBytes;
 
   // `device` must be a CUDA device. Throws BadInputError where nvJPEG is missing (compiled out,
   // or libnvjpeg not found) or refuses to start, naming what to install.

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <jpeglib.h>
@@ -97,6 +98,10 @@ std::string NvjpegDecoder::Describe() const {
 }
 
 bool NvjpegDecoder::Decode(const std::vector<EncodedCrop>& chunk, cudaStream_t stream, DecodedChunk& out) {
+  if (chunk.size() > static_cast<size_t>(call_images_)) {  // one call decodes call_images_ at most
+    throw std::logic_error(fmt::format("NvjpegDecoder::Decode: a chunk of {} images, more than the {} of a call",
+                                       chunk.size(), call_images_));
+  }
   if (region_decode_) {
     if (DecodeAll(chunk, true, stream, out)) return true;
     if (!DecodeAll(chunk, false, stream, out)) return false;

@@ -4,9 +4,10 @@
 // Decode() takes a chunk of JPEGs already routed to the GPU (data/jpeg_header.h) with each one's
 // crop window, and enqueues their decode on a stream into one uint8 buffer: with the hardware
 // backend, just each window (region-of-interest decode); with the others, each full image, of
-// which the crop is then a view. The caller orders its uses of the buffer on the same stream, and
-// keeps the JPEGs' bytes alive until the stream has passed them. The hardware backend, which
-// writes at the call rather than in stream order, first waits (on the host) for the stream.
+// which the crop is then a view. The caller orders its uses of the buffer after the stream's
+// (on it, or through an event), and keeps the JPEGs' bytes alive until the stream has passed
+// them. The hardware backend, which writes at the call rather than in stream order, first waits
+// (on the host) for the stream.
 //
 // Every nvJPEG call decodes the same number of images, `call_images`: a shorter chunk is padded
 // with a 16 x 16 JPEG decoded into a scratch buffer. A new count would mean a new
@@ -68,7 +69,8 @@ class NvjpegDecoder {
   NvjpegDecoder& operator=(const NvjpegDecoder&) = delete;
 
   // Enqueues the chunk's decode on `stream` (the current device's), into `out`; false if nvJPEG
-  // refused the chunk (a stream its header did not show to be bad). A hardware decoder that finds
+  // refused the chunk (a stream its header did not show to be bad). std::logic_error for a chunk
+  // of more than `call_images` JPEGs. A hardware decoder that finds
   // region decoding refused falls back to full decodes from then on.
   bool Decode(const std::vector<EncodedCrop>& chunk, cudaStream_t stream, DecodedChunk& out);
 

@@ -251,9 +251,19 @@ CropPlan StreamingImages::PlanCrop(int64_t index, int64_t epoch, ImageSize full)
 }
 
 std::string StreamingImages::TryLoad(int64_t index, int64_t epoch, uint8_t* out) const {
+  std::vector<uint8_t> bytes;
+  try {
+    bytes = ReadEncoded(index);
+  } catch (const BadInputError& e) {
+    return e.what();
+  }
+  return TryDecode(index, epoch, bytes, out);
+}
+
+std::string StreamingImages::TryDecode(int64_t index, int64_t epoch, const std::vector<uint8_t>& bytes,
+                                       uint8_t* out) const {
   const ImageSize out_size = image_size();
   try {
-    const std::vector<uint8_t> bytes = ReadEncoded(index);
     bool flip = false;
     const auto pick = [&](ImageSize full) {
       const CropPlan plan = PlanCrop(index, epoch, full);

@@ -99,6 +99,8 @@ class StreamingImages : public SampleSource {
 
   // Sample `index` alone, no replacement: "" when decoded into `out`, else what went wrong.
   std::string TryLoad(int64_t index, int64_t epoch, uint8_t* out) const;
+  // The same from the sample's encoded bytes, read already (ReadEncoded).
+  std::string TryDecode(int64_t index, int64_t epoch, const std::vector<uint8_t>& bytes, uint8_t* out) const;
   int64_t label(int64_t index) const { return samples_.labels[static_cast<size_t>(index)]; }
   // The sample's place for messages: its path, or its shard and byte offset.
   std::string Where(int64_t index) const;

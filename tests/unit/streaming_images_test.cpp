@@ -274,6 +274,23 @@ TEST_F(StreamingFolder, BadImagesFailNamingThePathOrAreReplacedByTheNextSample) 
   EXPECT_TRUE(skipping->TakeNewlySkipped().empty());
 }
 
+// TryDecode (the CPU assist of --decode gpu, from bytes read already) decodes as TryLoad does, and
+// reports a truncated stream without replacing or counting it (the device may still take it).
+TEST_F(StreamingFolder, TryDecodeFromReadBytesIsTryLoadAndReplacesNothing) {
+  const auto source = Train(StreamTransform::kRandomResizedCropFlip, /*skip=*/true);
+  std::vector<uint8_t> loaded(3 * 24 * 24), decoded(3 * 24 * 24);
+  for (int64_t i = 0; i < source->size(); i += 5) {
+    ASSERT_EQ(source->TryLoad(i, 2, loaded.data()), "") << i;
+    ASSERT_EQ(source->TryDecode(i, 2, source->ReadEncoded(i), decoded.data()), "") << i;
+    EXPECT_EQ(decoded, loaded) << "sample " << i;
+  }
+  std::vector<uint8_t> truncated = source->ReadEncoded(3);
+  truncated.resize(truncated.size() / 3);
+  const std::string error = source->TryDecode(3, 0, truncated, decoded.data());
+  EXPECT_NE(error.find(dir_ / "train/class0/0003.jpg"), std::string::npos) << error;
+  EXPECT_EQ(source->skipped(), 0);
+}
+
 TEST_F(StreamingFolder, AFifoNamedLikeAnImageIsABadImageNotAReadThatBlocks) {
   const std::string fifo = dir_ / "train/class0/0003.jpg";
   ASSERT_TRUE(RemovePath(fifo));
