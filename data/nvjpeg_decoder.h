@@ -69,9 +69,9 @@ class NvjpegDecoder {
   NvjpegDecoder& operator=(const NvjpegDecoder&) = delete;
 
   // Enqueues the chunk's decode on `stream` (the current device's), into `out`; false if nvJPEG
-  // refused the chunk (a stream its header did not show to be bad). std::logic_error for a chunk
-  // of more than `call_images` JPEGs. A hardware decoder that finds
-  // region decoding refused falls back to full decodes from then on.
+  // refused the chunk (a stream its header did not show to be bad). A hardware decoder that finds
+  // region decoding refused falls back to full decodes from then on. Throws std::logic_error for
+  // a chunk of more than `call_images` JPEGs.
   bool Decode(const std::vector<EncodedCrop>& chunk, cudaStream_t stream, DecodedChunk& out);
 
   nvjpegBackend_t backend() const { return backend_; }
