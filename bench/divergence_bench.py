@@ -56,7 +56,7 @@ def train(args, lr, seed, name, flags):
            "--batch-size", str(args.batch), "--max-steps", str(args.steps), "--epochs", "1000",
            "--log-every", "10", "--optimizer", "sgd", "--momentum", "0.9", "--lr", str(lr), "--seed", str(seed),
            "--weight-decay", str(args.weight_decay),
-           "--device", args.device, "--progress", "lines", "--out", out] + flags
+           "--device", args.device, "--progress", "lines", "--out", out, "--overwrite"] + flags
     if args.dataset == "synthetic":
         cmd += ["--image-size", "32", "--synthetic-train", str(args.batch * args.steps), "--synthetic-test", "256"]
     with open(out + ".log", "w") as log:

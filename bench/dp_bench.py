@@ -55,7 +55,7 @@ def run_logged(args, cmd, log_path, cwd=None):
 def mgpu(args, out, flags, launcher=()):
     """Runs mgpu-worker (or `launcher` + worker flags, e.g. mgpu run); returns its summary.json,
     or {"failed": why}. (summary.json's own "error" field is empty on success.)"""
-    cmd = list(launcher or [os.path.join(args.build, "bin", "mgpu-worker")]) + ["--progress", "lines", "--out", out]
+    cmd = list(launcher or [os.path.join(args.build, "bin", "mgpu-worker")]) + ["--progress", "lines", "--out", out, "--overwrite"]
     failed = run_logged(args, cmd + flags, out + ".log")
     if failed:
         return {"failed": failed}

@@ -148,7 +148,7 @@ def mgpu_run(args, name, base_flags, world):
     steps = long_steps(args.images, world)
     out = os.path.join(args.out, name)
     cmd = [os.path.join(args.build, "bin", "mgpu-worker"), *base_flags, "--batch-size", str(BATCH * world),
-           "--max-steps", str(WARMUP + steps), "--log-every", str(log_every_for(WARMUP, steps)), "--out", out]
+           "--max-steps", str(WARMUP + steps), "--log-every", str(log_every_for(WARMUP, steps)), "--out", out, "--overwrite"]
     watch = RowWatch(os.path.join(out, "metrics.csv"), WARMUP, WARMUP + steps)
     wall, error = launch(cmd, world, out + ".log", args.run_timeout, watch)
     if error:
@@ -174,7 +174,7 @@ def warm_up(args):
     out = os.path.join(args.out, "warm-up")
     cmd = [os.path.join(args.build, "bin", "mgpu-worker"), "--model", "resnet18", "--dataset", "synthetic",
            "--image-size", "224", "--synthetic-train", "768", "--synthetic-test", "256", "--batch-size", str(BATCH),
-           "--max-steps", "3", "--precision", "amp-bf16", "--device", "cuda", "--progress", "lines", "--out", out]
+           "--max-steps", "3", "--precision", "amp-bf16", "--device", "cuda", "--progress", "lines", "--out", out, "--overwrite"]
     launch(cmd, 1, out + ".log", args.run_timeout)  # a failure shows in the measured rows
 
 

@@ -88,7 +88,7 @@ def mgpu_run(args, model, precision, world, out, extra_flags=(), mode="ddp"):
              "--batch-size", str(args.batch * world), "--max-steps", str(steps), "--epochs", "1000",
              "--log-every", str(log_every), "--optimizer", "sgd", "--momentum", "0.9", "--lr", "0.01",
              "--precision", precision, "--num-workers", str(args.loader_workers), "--progress", "lines",
-             "--out", out, "--device", "cuda"]
+             "--out", out, "--overwrite", "--device", "cuda"]
     processes = world if mode == "ddp" else 1
     if world > 1 and mode == "ddp":
         flags += ["--mode", "ddp", "--backend", "nccl"]

@@ -38,7 +38,7 @@ def worker_flags(args, out):
             "--batch-size", str(args.batch * args.gpus), "--max-steps", str(steps), "--epochs", "1000",
             "--log-every", str(log_every_for(args.warmup, args.steps)), "--optimizer", "sgd", "--momentum", "0.9", "--lr", "0.01",
             "--precision", args.precision, "--num-workers", "4", "--mode", "ddp", "--backend", "nccl",
-            "--progress", "lines", "--out", out]
+            "--progress", "lines", "--out", out, "--overwrite"]
 
 
 def launch(args, how, out):

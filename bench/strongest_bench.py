@@ -79,7 +79,7 @@ def mgpu_process(args, model, steps, out):
            "--synthetic-test", "256",
            "--batch-size", str(plan["batch"]), "--max-steps", str(plan["warmup"] + steps), "--epochs", "100000",
            "--log-every", str(log_every_for(plan["warmup"], steps)), "--optimizer", "sgd", "--momentum", "0.9",
-           "--lr", "0.01", "--precision", "amp-bf16", "--progress", "lines", "--out", out, "--device", "cuda"]
+           "--lr", "0.01", "--precision", "amp-bf16", "--progress", "lines", "--out", out, "--overwrite", "--device", "cuda"]
     started = time.monotonic()
     with open(out + ".log", "w") as log:
         try:
