@@ -5,11 +5,12 @@ data on the GPU on both sides.
     python3 bench/strongest_bench.py --build BUILD [--out DIR] [--models lenet,resnet18,vgg19,resnet50]
         [--compile-mode max-autotune-no-cudagraphs|default|reduce-overhead|none] [--run-timeout S]
 
-PyTorch (bench/strongest_reference.py, one process per model): channels_last, autocast bf16, the
-whole step captured with torch.cuda.graph, once eager ("graphed") and once with torch.compile
-(--compile-mode) before the capture ("compiled"); a row that fails says why ("did not compile:
-..."). The better of the two is the anchor. mgpu: --precision amp-bf16 --channels-last true
---cuda-graphs true --data-on-device true, run twice with different --max-steps; its throughput is
+PyTorch (bench/strongest_reference.py, one process per model): the whole step captured with
+torch.cuda.graph, once eager ("graphed") and once with torch.compile (--compile-mode) before the
+capture ("compiled"), in each precision and layout of the model's plan (channels_last and
+autocast bf16; for LeNet also float32/TF32 and NCHW, its fastest); a row that fails says why
+("did not compile: ..."). The best row is the anchor. mgpu: its best flags for the model (PLAN's
+"mgpu") and --cuda-graphs true --data-on-device true, run twice with different --max-steps; its throughput is
 the extra images over the extra wall-clock time of the longer run, so that the ~10 s of process
 and CUDA start-up cancel out (metrics.csv's rate of the longer run, and its in-run wall-clock
 rate from metrics.csv's elapsed_seconds after the warm-up, are kept beside it as cross-checks). Targets: mgpu >= 1.0x the anchor on every row, LeNet >= 1.2x.
@@ -29,24 +30,35 @@ sys.path.insert(0, HERE)
 from results_folder import default_results_folder, recorded_command  # noqa: E402
 
 # Per model: batch, warm-up steps, mgpu's two run lengths (measured steps after the warm-up) and
-# PyTorch's replayed steps, each sized for a few seconds of GPU time on an H100.
+# PyTorch's replayed steps, each sized for a few seconds of GPU time on an H100; PyTorch's
+# precisions and layouts to try, and mgpu's precision and layout. LeNet at batch 32 is fastest in
+# float32/TF32 and NCHW on both sides (1x H100, 2026-11-26, steps/s with CUDA graphs: PyTorch
+# compiled 6,612 against 5,543-5,826 in the other three; mgpu 4,358-4,793 against 3,471-4,285;
+# bench/results/2026-11-26-1xH100-strongest-lenet-sweep/); the conv nets under bf16 channels-last.
+AMP_CHANNELS_LAST = ["--precision", "amp-bf16", "--channels-last", "true"]
 PLAN = {
-    "lenet": {"batch": 32, "warmup": 300, "short": 1000, "long": 21000, "pytorch_steps": 10000},
-    "resnet18": {"batch": 256, "warmup": 20, "short": 50, "long": 1050, "pytorch_steps": 500},
-    "vgg19": {"batch": 256, "warmup": 20, "short": 50, "long": 650, "pytorch_steps": 300},
-    "resnet50": {"batch": 256, "warmup": 10, "short": 10, "long": 70, "pytorch_steps": 40},
+    "lenet": {"batch": 32, "warmup": 300, "short": 1000, "long": 21000, "pytorch_steps": 10000,
+              "precisions": "bf16,tf32", "layouts": "channels-last,nchw",
+              "mgpu": ["--precision", "tf32", "--channels-last", "false"]},
+    "resnet18": {"batch": 256, "warmup": 20, "short": 50, "long": 1050, "pytorch_steps": 500,
+                 "precisions": "bf16", "layouts": "channels-last", "mgpu": AMP_CHANNELS_LAST},
+    "vgg19": {"batch": 256, "warmup": 20, "short": 50, "long": 650, "pytorch_steps": 300,
+              "precisions": "bf16", "layouts": "channels-last", "mgpu": AMP_CHANNELS_LAST},
+    "resnet50": {"batch": 256, "warmup": 10, "short": 10, "long": 70, "pytorch_steps": 40,
+                 "precisions": "bf16", "layouts": "channels-last", "mgpu": AMP_CHANNELS_LAST},
 }
 TARGET = {"lenet": 1.2}  # mgpu / PyTorch's strongest; 1.0 for the others
-MGPU_BEST = ["--channels-last", "true", "--cuda-graphs", "true", "--data-on-device", "true"]
+MGPU_GRAPHED = ["--cuda-graphs", "true", "--data-on-device", "true"]
 
 
 def pytorch_rows(args, model, modes):
-    """PyTorch's rows of `modes` (torch.compile modes, "none" for eager) from one process, one
-    start-up: {mode: result}; a mode without a line says why."""
+    """PyTorch's rows of `modes` (torch.compile modes, "none" for eager) in each precision and
+    layout of the model's plan, from one process, one start-up: {row name: result}; a row
+    without a line says why."""
     plan = PLAN[model]
     cmd = [sys.executable, os.path.join(HERE, "strongest_reference.py"), "--model", model, "--batch",
            str(plan["batch"]), "--steps", str(plan["pytorch_steps"]), "--warmup", str(plan["warmup"]),
-           "--compile", ",".join(modes)]
+           "--compile", ",".join(modes), "--precision", plan["precisions"], "--layout", plan["layouts"]]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.run_timeout)
         stdout, why = done.stdout, f"exit code {done.returncode}: {done.stderr.strip()[-300:]}"
@@ -59,8 +71,15 @@ def pytorch_rows(args, model, modes):
             row = json.loads(line)
             if row.get("stage") == "compile":
                 row["error"] = "did not compile: " + row["error"]
-            rows[row["compile"]] = row
-    return {mode: rows.get(mode, {"error": why}) for mode in modes}
+            rows[(row["compile"], row["precision"], row["layout"])] = row
+    return {pytorch_row_name(mode, precision, layout): rows.get((mode, precision, layout), {"error": why})
+            for precision in plan["precisions"].split(",") for layout in plan["layouts"].split(",")
+            for mode in modes}
+
+
+def pytorch_row_name(mode, precision, layout):
+    how = "graphed" if mode == "none" else f"compiled ({mode}) + graphed"
+    return f"PyTorch {how}, {precision}, {layout}"
 
 
 def mgpu_process(args, model, steps, out):
@@ -79,11 +98,11 @@ def mgpu_process(args, model, steps, out):
            "--synthetic-test", "256",
            "--batch-size", str(plan["batch"]), "--max-steps", str(plan["warmup"] + steps), "--epochs", "100000",
            "--log-every", str(log_every_for(plan["warmup"], steps)), "--optimizer", "sgd", "--momentum", "0.9",
-           "--lr", "0.01", "--precision", "amp-bf16", "--progress", "lines", "--out", out, "--overwrite", "--device", "cuda"]
+           "--lr", "0.01", "--progress", "lines", "--out", out, "--overwrite", "--device", "cuda", *plan["mgpu"]]
     started = time.monotonic()
     with open(out + ".log", "w") as log:
         try:
-            code = subprocess.run(cmd + MGPU_BEST, stdout=log, stderr=subprocess.STDOUT,
+            code = subprocess.run(cmd + MGPU_GRAPHED, stdout=log, stderr=subprocess.STDOUT,
                                   timeout=args.run_timeout).returncode
         except subprocess.TimeoutExpired:
             return None, f"stopped after --run-timeout {args.run_timeout} s"
@@ -111,7 +130,7 @@ def mgpu_row(args, model):
     metrics_rate, _, _ = measured_throughput(long_out, plan["warmup"], plan["batch"])
     with open(os.path.join(long_out, "summary.json")) as f:
         parameters = json.load(f).get("parameters")
-    return {"impl": "mgpu", "model": model, "flags": "--precision amp-bf16 " + " ".join(MGPU_BEST),
+    return {"impl": "mgpu", "model": model, "flags": " ".join(plan["mgpu"] + MGPU_GRAPHED),
             "images_per_second": extra_images / extra_seconds,
             "steps_per_second": extra_images / extra_seconds / plan["batch"],
             "metrics_csv_images_per_second": metrics_rate,
@@ -179,10 +198,7 @@ def main():
     for model in models:
         started = time.monotonic()
         modes = ["none"] + ([args.compile_mode] if args.compile_mode != "none" else [])
-        reference = pytorch_rows(args, model, modes)
-        rows = {"PyTorch graphed": reference["none"]}
-        if args.compile_mode != "none":
-            rows[f"PyTorch compiled ({args.compile_mode}) + graphed"] = reference[args.compile_mode]
+        rows = pytorch_rows(args, model, modes)
         rows["mgpu best"] = mgpu_row(args, model)
         results[model] = rows
         counts = {r["parameters"] for r in rows.values() if r.get("parameters")}
