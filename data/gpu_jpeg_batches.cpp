@@ -173,13 +173,18 @@ struct GpuJpegBatches::Impl {
 
   // Batch b + 1's CPU side runs (on its own threads) while batch b is on the device: first every
   // sample's preparation, then the CPU assist until batch b's decodes are enqueued.
+  // Its threads make their CUDA calls (nvJPEG's, whose state belongs to the device current at its
+  // creation, and the pinned batches' allocations and frees) with the run's device current: a new
+  // thread starts on device 0.
   void Produce(const std::vector<int64_t>& indices, int64_t epoch) {
+    const c10::cuda::CUDAGuard on_device(device);
     try {
       auto prepare = [&](int64_t b) {
         const int64_t begin = b * batch_size;
         const int64_t end = std::min<int64_t>(begin + batch_size, static_cast<int64_t>(indices.size()));
         std::vector<int64_t> slice(indices.begin() + begin, indices.begin() + end);
         return std::make_unique<PendingBatch>([this, slice = std::move(slice), epoch](const std::atomic<bool>* stop) {
+          const c10::cuda::CUDAGuard on_device(device);
           PreparedBatch batch = PrepareBatch(slice, epoch);
           AssistOnCpu(batch, epoch, *stop);
           return batch;

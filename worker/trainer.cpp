@@ -1,5 +1,6 @@
 #include "worker/trainer.h"
 
+#include <c10/core/DeviceGuard.h>
 #include <fmt/format.h>
 
 #include "common/status.h"
@@ -28,6 +29,10 @@ torch::Device ResolveDevice(const std::string& requested, const WorldInfo& world
 
 std::optional<StopRequest> Train(const TrainConfig& config, const WorldInfo& world, const torch::Device& device,
                                  Communicator* communicator, RunOutputs& outputs, RunSummary& summary) {
+  // The run's device is this thread's current one, as torch.cuda.set_device(local_rank) makes it in
+  // a PyTorch job: what uses "the current device" (a library's handles, a tensor made on kCUDA)
+  // then lands on it rather than on device 0.
+  const c10::DeviceGuard on_device(device);
   TrainingSession session(config, world, device, communicator, outputs, summary);
   return session.Run();
 }

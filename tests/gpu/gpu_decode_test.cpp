@@ -228,6 +228,35 @@ TEST_F(GpuDecode, TheCpuAssistDecodesSamplesOfLaterBatchesAsTheCpuPathDoes) {
   EXPECT_EQ(off.stats().gpu_images, kBatches * on_gpu);
 }
 
+// A device other than the calling thread's current one (every rank but the first of a DDP job
+// whose threads never call set_device): the batches are made there and match the CPU path.
+// (Before the producer's threads set their device: "CUDA error: invalid resource handle" on
+// cuda:1, single process and DDP, 2x H100, 2026-11-26.)
+TEST_F(GpuDecode, BatchesOnTheLastDeviceMatchTheCpuPathWhileTheCallerIsOnTheFirst) {
+  const int64_t devices = static_cast<int64_t>(torch::cuda::device_count());
+  if (devices < 2) GTEST_SKIP() << "one CUDA device visible: needs two";
+  const torch::Device last(torch::kCUDA, static_cast<c10::DeviceIndex>(devices - 1));
+  const std::vector<Sample> set = FixedSet();
+  std::vector<Sample> samples = set;
+  samples.insert(samples.end(), set.begin(), set.end());  // two batches: the second one assisted
+  const auto source = Source(StreamTransform::kRandomResizedCropFlip, false, samples);
+  GpuJpegBatches gpu(source, last, static_cast<int64_t>(set.size()), 3);
+  std::vector<int64_t> all(samples.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+  gpu.StartEpoch(all, 1);
+  std::vector<torch::Tensor> images, labels;
+  while (std::optional<Batch> batch = gpu.Next()) {
+    EXPECT_EQ(batch->images.device(), last);
+    images.push_back(batch->images.cpu());
+    labels.push_back(batch->labels.cpu());
+  }
+  ASSERT_EQ(images.size(), 2u);
+  Batch whole;
+  whole.images = torch::cat(images);
+  whole.labels = torch::cat(labels);
+  ExpectClose(CpuBatch(source, 1), whole, samples, "on " + last.str());
+}
+
 TEST_F(GpuDecode, CentreCropsMatchTheCpuPath) {
   const std::vector<Sample> samples = FixedSet();
   const auto source = Source(StreamTransform::kResizeCenterCrop, false, samples);
