@@ -33,7 +33,8 @@ from results_folder import default_results_folder, recorded_command  # noqa: E40
 # PyTorch's replayed steps, each sized for a few seconds of GPU time on an H100; PyTorch's
 # precisions and layouts to try, and mgpu's precision and layout. LeNet at batch 32 is fastest in
 # float32/TF32 and NCHW on both sides (1x H100, 2026-11-26, steps/s with CUDA graphs: PyTorch
-# compiled 6,612 against 5,543-5,826 in the other three; mgpu 4,358-4,793 against 3,471-4,285;
+# compiled 6,612 against 5,543-5,826 in the other three; mgpu 4,358-4,793 against 3,778-4,285, and
+# 4,548-4,910 in pure fp16, a recipe with no counterpart on PyTorch's side here;
 # bench/results/2026-11-26-1xH100-strongest-lenet-sweep/); the conv nets under bf16 channels-last.
 AMP_CHANNELS_LAST = ["--precision", "amp-bf16", "--channels-last", "true"]
 PLAN = {
