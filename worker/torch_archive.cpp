@@ -116,7 +116,9 @@ using RecordSizes = std::unordered_map<const void*, size_t>;
 
 // The unpickler rebuilds a tensor from the element count, storage offset, sizes and strides the
 // pickle declares, without checking them against the storage's record: reading such a tensor
-// reads past its buffer. Refuses negative ones and any element beyond the record.
+// reads past its buffer, and so does writing its storage again (the writer copies the declared
+// bytes). Refuses a storage larger than its record, negative sizes and offsets, and any element
+// beyond the record.
 void CheckFitsStorage(const at::Tensor& tensor, const RecordSizes& record_sizes, const std::string& path) {
   if (!tensor.defined()) return;
   const auto refuse = [&](const std::string& why) {
@@ -124,6 +126,11 @@ void CheckFitsStorage(const at::Tensor& tensor, const RecordSizes& record_sizes,
                                     "was altered",
                                     path, fmt::join(tensor.sizes(), "x"), why));
   };
+  const auto record = record_sizes.find(tensor.storage() ? tensor.storage().data() : nullptr);
+  const size_t stored = record == record_sizes.end() ? 0 : record->second;
+  if (tensor.storage().nbytes() > stored) {
+    refuse(fmt::format("declares a storage of {} bytes in a record of {}", tensor.storage().nbytes(), stored));
+  }
   if (tensor.storage_offset() < 0) refuse("starts before its storage");
   __int128 last = tensor.storage_offset();  // the last element's index in the storage
   for (int64_t d = 0; d < tensor.dim(); ++d) {
@@ -132,12 +139,22 @@ void CheckFitsStorage(const at::Tensor& tensor, const RecordSizes& record_sizes,
     last += static_cast<__int128>(tensor.size(d) - 1) * tensor.stride(d);
   }
   const __int128 bytes = (last + 1) * static_cast<__int128>(tensor.element_size());
-  const auto record = record_sizes.find(tensor.storage() ? tensor.storage().data() : nullptr);
-  const size_t stored = record == record_sizes.end() ? 0 : std::min(record->second, tensor.storage().nbytes());
-  if (bytes > static_cast<__int128>(stored)) refuse(fmt::format("reaches past its storage of {} bytes", stored));
+  const size_t usable = tensor.storage().nbytes();  // at most the record's bytes (above)
+  if (bytes > static_cast<__int128>(usable)) refuse(fmt::format("reaches past its storage of {} bytes", usable));
 }
 
-// Every tensor in `value` (dicts, lists and tuples of them, at most kMaxNesting deep) fits its storage.
+// mgpu writes dense tensors only. The unpickler also rebuilds quantized ones, with whatever
+// quantizer the pickle names: one it does not know fails LibTorch's internal assertions in
+// whatever later touches the tensor (writing it again aborted fuzz_checkpoint).
+void CheckDense(const at::Tensor& tensor, const std::string& path) {
+  if (!tensor.defined() || (tensor.layout() == at::kStrided && !tensor.is_quantized())) return;
+  throw BadInputError(fmt::format("checkpoint {}: its tensor archive holds a {} tensor of type {}, which no mgpu "
+                                  "checkpoint has; the file was altered or is not an mgpu checkpoint",
+                                  path, tensor.is_quantized() ? "quantized" : "non-dense", c10::toString(tensor.scalar_type())));
+}
+
+// Every tensor in `value` (dicts, lists and tuples of them, at most kMaxNesting deep) is dense and
+// fits its storage.
 void CheckValues(const c10::IValue& value, int depth, const RecordSizes& record_sizes, const std::string& path) {
   if (depth > kMaxNesting) {
     throw BadInputError(fmt::format("checkpoint {}: its tensor archive nests containers deeper than {}; the file was "
@@ -145,6 +162,7 @@ void CheckValues(const c10::IValue& value, int depth, const RecordSizes& record_
                                     path, kMaxNesting));
   }
   if (value.isTensor()) {
+    CheckDense(value.toTensor(), path);
     CheckFitsStorage(value.toTensor(), record_sizes, path);
   } else if (value.isList()) {
     for (const c10::IValue& item : value.toListRef()) CheckValues(item, depth + 1, record_sizes, path);

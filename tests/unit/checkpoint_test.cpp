@@ -528,7 +528,15 @@ TEST(TorchArchive, ATensorReachingPastItsStorageIsRefusedBeforeAnythingReadsIt) 
   // Found by fuzz_checkpoint: a shape whose last element lies past the storage record.
   const std::string message =
       testing::BadInputMessage([] { ReadTorchArchive(FuzzCorpusPayload("tensor-past-its-storage"), "x.ckpt"); });
-  EXPECT_NE(message.find("past its storage"), std::string::npos) << message;
+  EXPECT_NE(message.find("declares a storage of 40320 bytes in a record of 480"), std::string::npos) << message;
+}
+
+TEST(TorchArchive, AStorageLargerThanItsRecordIsRefusedBeforeItIsWrittenAgain) {
+  // Found by fuzz_checkpoint: a storage sized by the pickle's element count past its record's
+  // bytes, which the archive writer then copied from (a heap overread) when the state was saved.
+  const std::string message = testing::BadInputMessage(
+      [] { ReadTorchArchive(FuzzCorpusPayload("storage-larger-than-its-record"), "x.ckpt"); });
+  EXPECT_NE(message.find("declares a storage of"), std::string::npos) << message;
 }
 
 TEST(TorchArchive, AGarbledTypeTagIsBadInputNotAnEscapingException) {
@@ -536,6 +544,21 @@ TEST(TorchArchive, AGarbledTypeTagIsBadInputNotAnEscapingException) {
   const std::string message =
       testing::BadInputMessage([] { ReadTorchArchive(FuzzCorpusPayload("garbled-type-tag"), "x.ckpt"); });
   EXPECT_NE(message.find("checkpoint x.ckpt:"), std::string::npos) << message;
+}
+
+TEST(TorchArchive, AQuantizedTensorIsRefusedBeforeAnythingTouchesIt) {
+  // Found by fuzz_checkpoint: a quantized tensor whose quantizer LibTorch does not know, which
+  // failed an internal assertion (an abort) when the state was written again.
+  const std::string message = testing::BadInputMessage(
+      [] { ReadTorchArchive(FuzzCorpusPayload("quantized-unknown-quantizer"), "x.ckpt"); });
+  EXPECT_NE(message.find("holds a quantized tensor"), std::string::npos) << message;
+  // A well-formed one too: no mgpu checkpoint holds one.
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+  dict.insert("weights", torch::quantize_per_tensor(torch::ones({4}), 0.5, 0, torch::kQInt8));
+  const std::string archive = WriteTorchArchive(dict);
+  const std::string quantized = testing::BadInputMessage([&] { ReadTorchArchive(archive, "y.ckpt"); });
+  EXPECT_NE(quantized.find("checkpoint y.ckpt: its tensor archive holds a quantized tensor of type QInt8"),
+            std::string::npos) << quantized;
 }
 
 TEST(TorchArchive, WhatItWritesHasNoTypeTagAndLoadsBack) {
