@@ -5,7 +5,8 @@ export NCCL_NVLS_ENABLE=0
 t0=$(date +%s); R=$OUT/call1.txt
 E2E=$HOME/.cache/mgpu/bench-e2e/jpeg-40000
 python3 bench/make_jpeg_folder.py $E2E --images 40000 > /tmp/mk.txt 2>&1 &
-BUILT_IN=/work/main
+# BUILT_IN is that checkout on the VM; the GPU host's checkout stands in for it.
+BUILT_IN=${BUILT_IN:?the checkout the gpubin binaries were built in}
 [ -e "$BUILT_IN" ] || { mkdir -p "$(dirname "$BUILT_IN")" && ln -s "$PWD" "$BUILT_IN"; }
 mkdir -p build-gpu/bin "$BUILT_IN/build/bin"
 for b in mgpu-worker mgpu-loader-bench; do ln -sf $PWD/gpubin/M/$b build-gpu/bin/$b; done

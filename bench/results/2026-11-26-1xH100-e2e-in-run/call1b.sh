@@ -3,7 +3,8 @@
 source .gpu/prebuilt_env.sh
 export NCCL_NVLS_ENABLE=0
 t0=$(date +%s); R=$OUT/call1b.txt
-BUILT_IN=/work/main
+# BUILT_IN is that checkout on the VM; the GPU host's checkout stands in for it.
+BUILT_IN=${BUILT_IN:?the checkout the gpubin binaries were built in}
 [ -e "$BUILT_IN" ] || { mkdir -p "$(dirname "$BUILT_IN")" && ln -s "$PWD" "$BUILT_IN"; }
 mkdir -p build-gpu/bin "$BUILT_IN/build/bin"
 for b in mgpu-worker mgpu-loader-bench; do ln -sf $PWD/gpubin/M/$b build-gpu/bin/$b; done
