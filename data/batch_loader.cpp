@@ -25,6 +25,22 @@ bool HeldByTheListAlone(const torch::Tensor& spare) {
 
 }  // namespace
 
+PixelNormalization PixelNormalization::Of(const std::vector<float>& mean, const std::vector<float>& stddev) {
+  PixelNormalization normalization;
+  for (size_t c = 0; c < mean.size(); ++c) {
+    normalization.scale.push_back(1.0f / (255.0f * stddev[c]));
+    normalization.shift.push_back(-mean[c] / stddev[c]);
+  }
+  return normalization;
+}
+
+std::pair<torch::Tensor, torch::Tensor> PixelNormalization::On(const torch::Device& device) const {
+  const auto channel = [&](const std::vector<float>& values) {
+    return torch::tensor(values, torch::kFloat32).reshape({1, -1, 1, 1}).to(device);
+  };
+  return {channel(scale), channel(shift)};
+}
+
 BatchLoader::BatchLoader(const ImageDataset& dataset, LoaderOptions options)
     : BatchLoader(std::make_shared<const InMemorySamples>(dataset, options.augmentation),
                   WithoutAugmentation(options)) {}
@@ -36,10 +52,7 @@ BatchLoader::BatchLoader(std::shared_ptr<const SampleSource> samples, LoaderOpti
   if (options_.augmentation) {
     throw std::invalid_argument("a SampleSource applies its own augmentation; LoaderOptions' must be nullptr");
   }
-  for (size_t c = 0; c < samples_->mean().size(); ++c) {
-    normalization_.scale.push_back(1.0f / (255.0f * samples_->stddev()[c]));
-    normalization_.shift.push_back(-samples_->mean()[c] / samples_->stddev()[c]);
-  }
+  normalization_ = PixelNormalization::Of(samples_->mean(), samples_->stddev());
   out_size_ = samples_->image_size();
   task_samples_ = std::min(kSamplesPerTask, options_.batch_size);
   if (options_.num_workers > 0) {

@@ -25,6 +25,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -48,7 +49,14 @@ enum class BatchPixels {
 // The per-channel affine map from uint8 pixels to a normalized batch: v * scale + shift, with
 // scale = 1 / (255 stddev) and shift = -mean / stddev, one multiply and one add in float32 (each
 // rounded, as Fill and LibTorch's mul and add_ compute it, so both places give the same bits).
+// Every path that normalizes (the loader, DevicePrefetcher, DeviceResidentBatches, --decode gpu)
+// takes its constants from here.
 struct PixelNormalization {
+  // Of a data set's per-channel mean and stddev, on the [0, 1] pixel scale.
+  static PixelNormalization Of(const std::vector<float>& mean, const std::vector<float>& stddev);
+  // {scale, shift} as (1, C, 1, 1) float32 tensors on `device`: images.mul(scale).add_(shift).
+  std::pair<torch::Tensor, torch::Tensor> On(const torch::Device& device) const;
+
   std::vector<float> scale;
   std::vector<float> shift;
 };

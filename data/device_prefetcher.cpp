@@ -1,5 +1,7 @@
 #include "data/device_prefetcher.h"
 
+#include <tuple>
+
 #ifdef MGPU_WITH_CUDA
 #include <c10/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -17,10 +19,7 @@ struct DevicePrefetcher::InFlight {
 };
 
 DevicePrefetcher::DevicePrefetcher(BatchLoader& loader, torch::Device device) : loader_(loader), device_(device) {
-  const PixelNormalization& normalization = loader_.normalization();
-  const auto channels = static_cast<int64_t>(normalization.scale.size());
-  scale_ = torch::tensor(normalization.scale).view({1, channels, 1, 1}).to(device_);
-  shift_ = torch::tensor(normalization.shift).view({1, channels, 1, 1}).to(device_);
+  std::tie(scale_, shift_) = loader_.normalization().On(device_);
 #ifdef MGPU_WITH_CUDA
   if (device_.is_cuda()) side_stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index());
 #endif

@@ -1,10 +1,12 @@
 #include "data/device_resident_batches.h"
 
 #include <stdexcept>
+#include <tuple>
 
 #include <fmt/format.h>
 
 #include "common/status.h"
+#include "data/batch_loader.h"
 
 #ifdef MGPU_WITH_CUDA
 #include <c10/cuda/CUDAException.h>
@@ -35,23 +37,11 @@ bool FitsNormalized(const ImageDataset& dataset, const torch::Device& device) {
 #endif
 }
 
-// The per-channel constants as a (1, C, 1, 1) float32 tensor on `device`.
-torch::Tensor PerChannel(const std::vector<float>& values, const torch::Device& device) {
-  return torch::tensor(values, torch::kFloat32).reshape({1, -1, 1, 1}).to(device);
-}
-
 }  // namespace
 
 DeviceResidentBatches::DeviceResidentBatches(const ImageDataset& dataset, int64_t batch_size, torch::Device device)
     : batch_size_(batch_size), device_(device) {
   if (batch_size < 1) throw std::invalid_argument("batch_size must be at least 1");
-  std::vector<float> scale, shift;
-  for (int64_t c = 0; c < dataset.channels(); ++c) {
-    const auto i = static_cast<size_t>(c);
-    // As BatchLoader, in float32, so both paths round alike.
-    scale.push_back(1.0f / (255.0f * dataset.stddev[i]));
-    shift.push_back(-dataset.mean[i] / dataset.stddev[i]);
-  }
   try {
     images_ = dataset.images.to(device_);
     labels_ = dataset.labels.to(device_);
@@ -61,8 +51,8 @@ DeviceResidentBatches::DeviceResidentBatches(const ImageDataset& dataset, int64_
         "drop --data-on-device to stream batches from the host instead",
         dataset.name, static_cast<double>(dataset.images.nbytes()) / (1 << 30), device_.str()));
   }
-  scale_ = PerChannel(scale, device_);
-  shift_ = PerChannel(shift, device_);
+  // As BatchLoader, in float32, so both paths round alike.
+  std::tie(scale_, shift_) = PixelNormalization::Of(dataset.mean, dataset.stddev).On(device_);
   if (FitsNormalized(dataset, device_)) {
     // Each pixel once, with the same operations Gather applies per batch, so batches are the same.
     images_ = Normalize(images_);

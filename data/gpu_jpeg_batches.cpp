@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/status.h"
+#include "data/batch_loader.h"
 #include "data/nvjpeg_library.h"
 
 #if defined(MGPU_HAVE_NVJPEG) && defined(MGPU_WITH_CUDA)
@@ -13,6 +14,7 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -124,13 +126,7 @@ struct GpuJpegBatches::Impl {
     OpenDecoder(choice);
     stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
     decode_stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
-    std::vector<float> scale, shift;  // as BatchLoader: v * 1 / (255 stddev) - mean / stddev
-    for (size_t c = 0; c < 3; ++c) {
-      scale.push_back(1.0f / (255.0f * source->stddev()[c]));
-      shift.push_back(-source->mean()[c] / source->stddev()[c]);
-    }
-    scale_t = torch::tensor(scale).view({1, 3, 1, 1}).to(device);
-    shift_t = torch::tensor(shift).view({1, 3, 1, 1}).to(device);
+    std::tie(scale_t, shift_t) = PixelNormalization::Of(source->mean(), source->stddev()).On(device);  // as BatchLoader
   }
   ~Impl() { Stop(); }
 
