@@ -83,6 +83,13 @@ class Communicator {
     launch();
   }
 
+  // Says this rank is leaving after a failure: when the communicator is destroyed it lets go of
+  // its peers without waiting for them, as they may sit in a collective this rank will never
+  // join (nccl: ncclCommAbort instead of ncclCommDestroy, which is collective and would wait for
+  // them until their collective timeout). The backends whose teardown waits for no peer (gloo,
+  // mpi) have nothing to do. Call it once no more collectives will be issued.
+  virtual void Abandon() {}
+
   // Device seconds spent inside collectives that have completed so far (waiting for peers
   // included), for backends that run them on a device stream (nccl); nullopt for the others.
   // Compared with the exposed communication time it tells how much of it backward hid.

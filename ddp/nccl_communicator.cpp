@@ -91,14 +91,19 @@ class NcclCommunicator : public Communicator {
   // ncclCommDestroy first finishes the collectives still in flight (ncclCommFinalize), which
   // never happens when a peer never joins them (this rank failed in the middle of a step, or the
   // peer did): they get a short grace, then the communicator is aborted instead, which lets
-  // their kernels exit.
+  // their kernels exit. An abandoned communicator (this rank failed) is aborted at once:
+  // ncclCommDestroy synchronizes with the peers, which may wait in a collective of their own.
   ~NcclCommunicator() override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_ = true;
     }
     watchdog_.join();
-    if (!aborted_) {
+    if (!aborted_ && abandoned_) {
+      std::fprintf(stderr, "mgpu-worker: %s: this rank failed; aborting the communicator rather than waiting for the "
+                   "other ranks\n", CollectiveContext("communicator", rank_).c_str());
+      ncclCommAbort(comm_);
+    } else if (!aborted_) {
       if (InFlightFinishWithin(std::min<std::chrono::milliseconds>(timeout_, kTeardownGrace))) {
         ncclCommDestroy(comm_);
       } else {
@@ -109,6 +114,8 @@ class NcclCommunicator : public Communicator {
     }
     cudaStreamDestroy(stream_);
   }
+
+  void Abandon() override { abandoned_ = true; }
 
   std::string backend() const override { return "nccl"; }
   std::optional<double> CompletedCollectiveSeconds() override {
@@ -324,6 +331,7 @@ class NcclCommunicator : public Communicator {
   CollectiveFault failure_fault_ = CollectiveFault::kThisRank;
   bool stopping_ = false;
   std::atomic<bool> aborted_{false};
+  bool abandoned_ = false;  // Abandon() was called: abort, never destroy
   double completed_seconds_ = 0;  // device time of the collectives reaped so far; guarded by mutex_
   std::thread watchdog_;
 };

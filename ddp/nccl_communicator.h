@@ -8,7 +8,9 @@
 // kernels stuck in NCCL), reports the collective, the rank and the host, and ends the process.
 // On destruction, collectives still in flight get a few seconds to finish; if they do not (a
 // rank failed in the middle of a step), the communicator is aborted rather than destroyed, so
-// the process can exit instead of waiting for a peer that will never join.
+// the process can exit instead of waiting for a peer that will never join. After Abandon() (this
+// rank failed) it is aborted at once: ncclCommDestroy synchronizes with the peers, which may wait
+// in a collective this rank will never join.
 #pragma once
 
 #include <chrono>

@@ -224,6 +224,7 @@ int main(int argc, char** argv) {
     const Status status = StatusOfCurrentException();
     const coordinator::ErrorOrigin origin = OriginOfCurrentException();
     std::fprintf(stderr, "mgpu-worker (rank %d): %s\n", world.rank, status.ToString().c_str());
+    if (joined.communicator) joined.communicator->Abandon();
     if (joined.coordinator_client) joined.coordinator_client->Finish(Outcome(status, RunSummary{}, origin));
     return status.exit_code();
   }
@@ -235,6 +236,7 @@ int main(int argc, char** argv) {
   } catch (...) {
     const Status status = StatusOfCurrentException();
     std::fprintf(stderr, "mgpu-worker: cannot write the output folder: %s\n", status.message().c_str());
+    if (joined.communicator) joined.communicator->Abandon();
     if (joined.coordinator_client) joined.coordinator_client->Finish(Outcome(status, RunSummary{}));
     return status.exit_code();
   }
@@ -245,6 +247,8 @@ int main(int argc, char** argv) {
   std::optional<StopRequest> interrupted;
   coordinator::ErrorOrigin origin = coordinator::ERROR_ORIGIN_THIS_RANK;
   const Status status = TrainAndSummarize(config, world, joined, *outputs, summary, interrupted, origin);
+  // The peers may wait in a collective this rank will never join; its exit tells the launcher.
+  if (!status.ok() && joined.communicator) joined.communicator->Abandon();
   if (status.ok()) outputs->log().info("outputs in {}", outputs->folder());
   coordinator::FinishRequest outcome = Outcome(status, summary, origin);
   if (status.ok() && interrupted) {

@@ -144,19 +144,16 @@ TEST(CudaDdp, NcclOnTwoGpusMatchesOneGpuWithTheGlobalBatch) {
   EXPECT_GE(phases["exposed_comm"].get<double>(), 0);
 }
 
-// A rank that fails in the middle of a step, its gradients' all-reduces launched and never joined
-// by the other rank, still exits: its NCCL communicator is aborted rather than destroyed, since
-// ncclCommDestroy first finishes the communicator's outstanding work (ncclCommFinalize).
-// `timeout` turns a hang of rank 1 into a failure; rank 0 runs bare, so that the SIGKILL it gets
-// at the end reaches the worker itself.
-TEST(CudaDdp, ARankThatFailsMidStepExitsThoughItsAllReducesCannotFinish) {
-  if (torch::cuda::device_count() < 2) GTEST_SKIP() << "fewer than 2 CUDA devices: NCCL DDP test skipped";
-  TempDir dir;
+// What a failed rank says as it lets go of its peers (ddp/nccl_communicator.cpp).
+constexpr char kAbandonedCommunicator[] = "this rank failed; aborting the communicator rather than waiting for the other ranks";
+
+// Two NCCL DDP workers on a tiny MNIST-like set in `dir`, rank k with MGPU_TEST_FAULTS=faults[k].
+// Rank 1 runs under `timeout`, which turns a hang into a failure (exit 137); rank 0 runs bare, so
+// that the SIGKILL it gets when the test ends reaches the worker itself.
+std::vector<std::unique_ptr<BackgroundCommand>> StartTwoFaultyNcclRanks(const TempDir& dir,
+                                                                        const std::vector<std::string>& faults) {
   WriteTinyMnistLike(dir / "data", 1280, 200);
   const int port = FreeLocalPort();
-  // Rank 0 stops after step 6; rank 1 launches step 7's all-reduces, then fails.
-  const std::vector<std::string> per_rank = {"MGPU_TEST_FAULTS=hang-at-step=6,hang-rank=0",
-                                             "MGPU_TEST_FAULTS=fail-at-step=7,fail-rank=1"};
   std::vector<std::unique_ptr<BackgroundCommand>> ranks;
   for (int rank = 0; rank < 2; ++rank) {
     std::vector<std::string> argv = {MGPU_WORKER_BIN, "--mode", "ddp", "--backend", "nccl", "--data-dir", dir / "data",
@@ -165,14 +162,39 @@ TEST(CudaDdp, ARankThatFailsMidStepExitsThoughItsAllReducesCannotFinish) {
     if (rank == 1) argv.insert(argv.begin(), {"timeout", "--signal=KILL", "60"});
     std::vector<std::string> environment = TorchrunEnvironment(rank, 2, port);
     environment.push_back("NCCL_NVLS_ENABLE=0");
-    environment.push_back(per_rank[rank]);
+    environment.push_back("MGPU_TEST_FAULTS=" + faults[rank]);
     ranks.push_back(std::make_unique<BackgroundCommand>(argv, environment));
   }
+  return ranks;
+}
+
+// A rank that fails in the middle of a step, its gradients' all-reduces launched and never joined
+// by the other rank, still exits: its NCCL communicator is aborted rather than destroyed, since
+// ncclCommDestroy would first finish the communicator's outstanding work (ncclCommFinalize).
+TEST(CudaDdp, ARankThatFailsMidStepExitsThoughItsAllReducesCannotFinish) {
+  if (torch::cuda::device_count() < 2) GTEST_SKIP() << "fewer than 2 CUDA devices: NCCL DDP test skipped";
+  TempDir dir;
+  // Rank 0 stops after step 6; rank 1 launches step 7's all-reduces, then fails.
+  auto ranks = StartTwoFaultyNcclRanks(dir, {"hang-at-step=6,hang-rank=0", "fail-at-step=7,fail-rank=1"});
   const CommandResult failed = ranks[1]->Wait();  // rank 0 hangs on purpose; it is killed at the end
   EXPECT_EQ(failed.exit_code, 1) << failed.output;
   EXPECT_NE(failed.output.find("step 7 failed on purpose"), std::string::npos) << failed.output;
-  EXPECT_NE(failed.output.find("collectives still in flight at shutdown; aborting the communicator"), std::string::npos)
-      << failed.output;
+  EXPECT_NE(failed.output.find(kAbandonedCommunicator), std::string::npos) << failed.output;
+}
+
+// A rank that fails while its peer goes on into the next step's all-reduces exits too, though
+// every collective it started has finished: ncclCommDestroy synchronizes with the peers, which
+// wait in a collective of their own until the collective timeout, so a failed rank aborts its
+// communicator instead (Communicator::Abandon).
+TEST(CudaDdp, ARankThatFailsExitsWhileItsPeerWaitsInTheNextCollective) {
+  if (torch::cuda::device_count() < 2) GTEST_SKIP() << "fewer than 2 CUDA devices: NCCL DDP test skipped";
+  TempDir dir;
+  // Rank 0 trains on into step 8; rank 1 fails after step 7's all-reduces, which rank 0 joins.
+  auto ranks = StartTwoFaultyNcclRanks(dir, {"", "fail-at-step=7,fail-rank=1"});
+  const CommandResult failed = ranks[1]->Wait();  // rank 0 waits for rank 1; it is killed at the end
+  EXPECT_EQ(failed.exit_code, 1) << failed.output;
+  EXPECT_NE(failed.output.find("step 7 failed on purpose"), std::string::npos) << failed.output;
+  EXPECT_NE(failed.output.find(kAbandonedCommunicator), std::string::npos) << failed.output;
 }
 
 }  // namespace
