@@ -8,7 +8,7 @@ data on the GPU on both sides.
 PyTorch (bench/strongest_reference.py, one process per model): the whole step captured with
 torch.cuda.graph, once eager ("graphed") and once with torch.compile (--compile-mode) before the
 capture ("compiled"), in each precision and layout of the model's plan (channels_last and
-autocast bf16; for LeNet also float32/TF32 and NCHW, its fastest); a row that fails says why
+autocast bf16; for LeNet also float32/TF32 and NCHW, its fastest; SGD fused); a row that fails says why
 ("did not compile: ..."). The best row is the anchor. mgpu: its best flags for the model (PLAN's
 "mgpu") and --cuda-graphs true --data-on-device true, run twice with different --max-steps; its throughput is
 the extra images over the extra wall-clock time of the longer run, so that the ~10 s of process
@@ -18,6 +18,7 @@ Writes DIR/strongest-bench.json and prints a Markdown table.
 """
 import argparse
 import datetime
+import itertools
 import json
 import os
 import platform
@@ -36,17 +37,23 @@ from results_folder import default_results_folder, recorded_command  # noqa: E40
 # compiled 6,612 against 5,543-5,826 in the other three; mgpu 4,358-4,793 against 3,778-4,285, and
 # 4,548-4,910 in pure fp16, a recipe with no counterpart on PyTorch's side here;
 # bench/results/2026-11-26-1xH100-strongest-lenet-sweep/); the conv nets under bf16 channels-last.
+# PyTorch's SGD is fused (one kernel per step, like mgpu's), faster than torch.optim's foreach
+# default in each of LeNet's 16 combinations (4-6%) and for ResNet-18 (50,050 against 49,571
+# img/s graphed; 2x H100, 2026-11-26, bench/results/2026-11-26-2xH100-decode-fix-fused-sgd/).
 AMP_CHANNELS_LAST = ["--precision", "amp-bf16", "--channels-last", "true"]
 PLAN = {
     "lenet": {"batch": 32, "warmup": 300, "short": 1000, "long": 21000, "pytorch_steps": 10000,
-              "precisions": "bf16,tf32", "layouts": "channels-last,nchw",
+              "precisions": "bf16,tf32", "layouts": "channels-last,nchw", "optimizers": "fused",
               "mgpu": ["--precision", "tf32", "--channels-last", "false"]},
     "resnet18": {"batch": 256, "warmup": 20, "short": 50, "long": 1050, "pytorch_steps": 500,
-                 "precisions": "bf16", "layouts": "channels-last", "mgpu": AMP_CHANNELS_LAST},
+                 "precisions": "bf16", "layouts": "channels-last", "optimizers": "fused",
+                 "mgpu": AMP_CHANNELS_LAST},
     "vgg19": {"batch": 256, "warmup": 20, "short": 50, "long": 650, "pytorch_steps": 300,
-              "precisions": "bf16", "layouts": "channels-last", "mgpu": AMP_CHANNELS_LAST},
+              "precisions": "bf16", "layouts": "channels-last", "optimizers": "fused",
+              "mgpu": AMP_CHANNELS_LAST},
     "resnet50": {"batch": 256, "warmup": 10, "short": 10, "long": 70, "pytorch_steps": 40,
-                 "precisions": "bf16", "layouts": "channels-last", "mgpu": AMP_CHANNELS_LAST},
+                 "precisions": "bf16", "layouts": "channels-last", "optimizers": "fused",
+                 "mgpu": AMP_CHANNELS_LAST},
 }
 TARGET = {"lenet": 1.2}  # mgpu / PyTorch's strongest; 1.0 for the others
 MGPU_GRAPHED = ["--cuda-graphs", "true", "--data-on-device", "true"]
@@ -59,7 +66,8 @@ def pytorch_rows(args, model, modes):
     plan = PLAN[model]
     cmd = [sys.executable, os.path.join(HERE, "strongest_reference.py"), "--model", model, "--batch",
            str(plan["batch"]), "--steps", str(plan["pytorch_steps"]), "--warmup", str(plan["warmup"]),
-           "--compile", ",".join(modes), "--precision", plan["precisions"], "--layout", plan["layouts"]]
+           "--compile", ",".join(modes), "--precision", plan["precisions"], "--layout", plan["layouts"],
+           "--optimizer-impl", plan["optimizers"]]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.run_timeout)
         stdout, why = done.stdout, f"exit code {done.returncode}: {done.stderr.strip()[-300:]}"
@@ -72,15 +80,15 @@ def pytorch_rows(args, model, modes):
             row = json.loads(line)
             if row.get("stage") == "compile":
                 row["error"] = "did not compile: " + row["error"]
-            rows[(row["compile"], row["precision"], row["layout"])] = row
-    return {pytorch_row_name(mode, precision, layout): rows.get((mode, precision, layout), {"error": why})
-            for precision in plan["precisions"].split(",") for layout in plan["layouts"].split(",")
-            for mode in modes}
+            rows[(row["compile"], row["precision"], row["layout"], row["optimizer_impl"])] = row
+    return {pytorch_row_name(*key): rows.get(key, {"error": why})
+            for key in itertools.product(modes, plan["precisions"].split(","), plan["layouts"].split(","),
+                                         plan["optimizers"].split(","))}
 
 
-def pytorch_row_name(mode, precision, layout):
+def pytorch_row_name(mode, precision, layout, optimizer_impl):
     how = "graphed" if mode == "none" else f"compiled ({mode}) + graphed"
-    return f"PyTorch {how}, {precision}, {layout}"
+    return f"PyTorch {how}, {precision}, {layout}, {optimizer_impl} SGD"
 
 
 def mgpu_process(args, model, steps, out):

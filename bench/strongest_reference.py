@@ -7,11 +7,13 @@ layouts). Prints one JSON line per combination of --precision, --layout and --co
 
     python3 bench/strongest_reference.py --model resnet18 [--batch 256] [--steps 200] [--warmup 20]
         [--compile none,default|max-autotune-no-cudagraphs|reduce-overhead] [--optimizer sgd|adam]
-        [--precision bf16,tf32] [--layout channels-last,nchw]
+        [--precision bf16,tf32] [--layout channels-last,nchw] [--optimizer-impl foreach,fused]
 
 Which precision and layout is strongest depends on the model: for LeNet at batch 32 on an H100,
 float32/TF32 in NCHW compiled to 5,900-6,600 steps/s against 5,500-5,700 for bf16 (2026-11-26),
-so the driver tries both there.
+so the driver tries both there. Likewise the optimizer's implementation (--optimizer-impl):
+torch.optim's default, foreach (a few multi-tensor kernels), or fused (one kernel per step, as
+mgpu's own optimizers run).
 
 The optimizer: SGD with momentum, as every other row of the benchmark. torch 2.11's SGD has no
 `capturable` flag and needs none (it keeps no step count; its momentum buffers exist after the
@@ -39,10 +41,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reference_train import INPUT_SHAPE, build  # noqa: E402
 
 
-def make_optimizer(name, params):
+def make_optimizer(name, impl, params):
+    """`name` (sgd or adam) in implementation `impl`: foreach or fused."""
+    choice = {"foreach": True, "fused": False} if impl == "foreach" else {"foreach": False, "fused": True}
     if name == "adam":
-        return torch.optim.Adam(params, lr=1e-3, capturable=True)
-    return torch.optim.SGD(params, lr=0.01, momentum=0.9)
+        return torch.optim.Adam(params, lr=1e-3, capturable=True, **choice)
+    return torch.optim.SGD(params, lr=0.01, momentum=0.9, **choice)
 
 
 def graphed_step(model, optimizer, images, labels, bf16=True):
@@ -72,10 +76,10 @@ def graphed_step(model, optimizer, images, labels, bf16=True):
     return graph
 
 
-def measure(args, compile_mode, precision, layout):
+def measure(args, compile_mode, precision, layout, optimizer_impl):
     stage = "build"
     bf16 = precision == "bf16"
-    variant = {"compile": compile_mode, "precision": precision, "layout": layout}
+    variant = {"compile": compile_mode, "precision": precision, "layout": layout, "optimizer_impl": optimizer_impl}
     try:
         torch.backends.cudnn.benchmark = True
         torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
@@ -88,7 +92,7 @@ def measure(args, compile_mode, precision, layout):
         channels, side = INPUT_SHAPE.get(args.model, (3, 32))
         images = torch.randn(args.batch, channels, side, side, device=device).to(memory_format=memory_format)
         labels = torch.randint(0, 10, (args.batch,), device=device)
-        optimizer = make_optimizer(args.optimizer, model.parameters())
+        optimizer = make_optimizer(args.optimizer, optimizer_impl, model.parameters())
         forward = model
         if compile_mode != "none":
             stage = "compile"
@@ -136,21 +140,24 @@ def main():
     parser.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"])
     parser.add_argument("--precision", default="bf16", help="bf16 (autocast) or tf32 (float32, TF32 math); both, "
                         "separated by a comma, run one after the other")
+    parser.add_argument("--optimizer-impl", default="foreach", help="foreach (torch.optim's default on CUDA) or "
+                        "fused; both, separated by a comma, run one after the other")
     parser.add_argument("--layout", default="channels-last", help="channels-last or nchw; both, separated by a "
                         "comma, run one after the other")
     args = parser.parse_args()
     lists = {"--compile": (args.compile, {"none", "default", "max-autotune-no-cudagraphs", "reduce-overhead"}),
-             "--precision": (args.precision, {"bf16", "tf32"}), "--layout": (args.layout, {"channels-last", "nchw"})}
+             "--precision": (args.precision, {"bf16", "tf32"}), "--layout": (args.layout, {"channels-last", "nchw"}),
+             "--optimizer-impl": (args.optimizer_impl, {"foreach", "fused"})}
     for flag, (given, known) in lists.items():
         if not set(given.split(",")) <= known:
             parser.error(f"{flag} {given}: expected a comma-separated list of {', '.join(sorted(known))}")
-    for precision, layout, mode in itertools.product(args.precision.split(","), args.layout.split(","),
-                                                     args.compile.split(",")):
+    for precision, layout, impl, mode in itertools.product(args.precision.split(","), args.layout.split(","),
+                                                           args.optimizer_impl.split(","), args.compile.split(",")):
         if not torch.cuda.is_available():
             row = {"impl": "pytorch", "model": args.model, "compile": mode, "precision": precision, "layout": layout,
-                   "error": "no CUDA device: the strongest configuration is a CUDA-graph one"}
+                   "optimizer_impl": impl, "error": "no CUDA device: the strongest configuration is a CUDA-graph one"}
         else:
-            row = measure(args, mode, precision, layout)
+            row = measure(args, mode, precision, layout, impl)
             gc.collect()  # the graph, its memory pool and the model go before the next mode's
             torch.cuda.empty_cache()
         print(json.dumps(row), flush=True)

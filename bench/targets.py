@@ -221,7 +221,7 @@ def strongest_targets(table, data, source):
     for model, rows in data["strongest"].items():
         need = 1.2 if model == "lenet" else 1.0
         target = (f"{model}: mgpu's best >= {need}x PyTorch's strongest (graphed, compiled where it compiles, "
-                  "in the fastest of the precisions and layouts tried)")
+                  "fused SGD, in the fastest of the precisions and layouts tried)")
         anchors = {name: r["images_per_second"] for name, r in rows.items()
                    if name.startswith("PyTorch") and ok(r, "images_per_second")}
         mgpu = rows.get("mgpu best", {})
