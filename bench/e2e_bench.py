@@ -23,7 +23,9 @@ driver saw it (device completion, polled every 10 ms) and metrics.csv's own rate
 time, no gaps). (The rate from two run lengths, which needed a second process per row, swung by
 start-up's seconds at these lengths: 61% and 251% of synthetic where metrics.csv read 86% and 97%.)
 The data-wait share is metrics.csv's data_wait_seconds over step_seconds after the warm-up.
-PyTorch: bench/e2e_reference.py (needs torchvision:
+PyTorch: bench/e2e_reference.py, timed from the first step after the warm-up that waited for its
+batch (before it, the DataLoader hands out the batches its workers built ahead during start-up;
+see there) (needs torchvision:
 --bench-python, default $MGPU_BENCH_PYTHON, else bench/setup_bench_env.sh's venv).
 W defaults to the host's cores divided by the GPUs of the row.
 
@@ -91,10 +93,31 @@ class RowWatch:
         return (t1 - t0, c1 - c0) if t1 > t0 else None
 
 
+PORT_TAKEN = "the port is taken"  # mgpu-worker's rendezvous error when MASTER_PORT is in use
+PORT_ATTEMPTS = 3
+
+
 def launch(cmd, world, log_path, timeout, watch=None):
     """Runs `cmd` as `world` ranks (torchrun's environment beyond one), polling `watch` (a
-    RowWatch) every 10 ms: (wall s, error)."""
-    port, procs = free_port(), []
+    RowWatch) every 10 ms: (wall s, error). A port free when chosen can be taken before rank 0
+    listens on it (another process's outgoing connection may get it as its own port): such a run
+    starts again on another port, up to PORT_ATTEMPTS times."""
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        wall, error = launch_once(cmd, world, log_path, timeout, watch, free_port())
+        if world == 1 or not error or attempt == PORT_ATTEMPTS or not port_was_taken(log_path):
+            return wall, error
+        print(f"{log_path}: rank 0's port was taken; starting again on another", file=sys.stderr)
+        if watch:
+            watch.seen.clear()
+
+
+def port_was_taken(log_path):
+    with open(log_path, errors="replace") as f:
+        return PORT_TAKEN in f.read()
+
+
+def launch_once(cmd, world, log_path, timeout, watch, port):
+    procs = []
     started = time.monotonic()
     with open(log_path, "w") as log:
         for rank in range(world):
@@ -209,7 +232,13 @@ def pytorch_row(args, model, world, workers):
     except subprocess.TimeoutExpired:
         return {"error": f"stopped after --run-timeout {args.run_timeout} s"}
     line = next((l for l in done.stdout.splitlines() if l.startswith("{")), None)
-    return json.loads(line) if line else {"error": f"exit code {done.returncode}: {done.stderr.strip()[-300:]}"}
+    if not line:
+        return {"error": f"exit code {done.returncode}: {done.stderr.strip()[-300:]}"}
+    row = json.loads(line)
+    row["note"] = (f"timed over its last {row['steps']} steps, from step {row['timed_from_step']}: " +
+                   ("the first that waited for its batch" if row["stock_drained"] else
+                    "none waited for its batch (the GPU's pace)"))
+    return row
 
 
 def targets(row, cores_per_gpu):
