@@ -14,6 +14,9 @@ class LeNet : public Classifier {
   torch::Tensor forward(torch::Tensor images) override;
 
  private:
+  // conv(x) with its bias: (B, C_in, H, W) -> (B, C_out, H', W').
+  static torch::Tensor Convolve(torch::nn::Conv2d& conv, const torch::Tensor& x);
+
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr};
   torch::nn::Linear fc1_{nullptr}, fc2_{nullptr}, fc3_{nullptr};
 };

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "common/status.h"
+#include "models/channel_bias.h"
 #include "models/memory_format.h"
 #include "models/model_factory.h"
 #include "models/resnet.h"
@@ -19,6 +20,46 @@ TEST(LeNet, MapsImagesToLogits) {
   auto model = MakeModel("lenet", ModelShape{3, 7, 32, 32});
   torch::Tensor logits = model->forward(torch::randn({5, 3, 32, 32}));
   EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{5, 7}));
+}
+
+// AddChannelBias against x + bias.view(1, C, 1, 1), for an activation `x` (float32 or bf16, either
+// layout) and a float32 bias, under a loss that weighs the output by `upstream`: the same output and
+// x gradient, and the bias gradient summed exactly (in double) from the gradient reaching the bias
+// (upstream, rounded to x's dtype), within float32 rounding: accumulated in float32 even where x is
+// bf16 (a broadcast add's bias gradient would be rounded to bf16).
+void ExpectTheBroadcastAddsGradients(const torch::Tensor& x, const torch::Tensor& upstream) {
+  torch::manual_seed(5);
+  const torch::Tensor bias = torch::randn({x.size(1)});
+  const torch::Tensor x1 = x.detach().requires_grad_(), b1 = bias.clone().requires_grad_();
+  const torch::Tensor x2 = x.detach().requires_grad_();
+  const torch::Tensor ours = AddChannelBias(x1, b1);
+  const torch::Tensor theirs = x2 + bias.to(x.scalar_type()).view({1, -1, 1, 1});
+  EXPECT_EQ(ours.scalar_type(), x.scalar_type());
+  EXPECT_TRUE(torch::equal(ours, theirs));
+  (ours.to(torch::kFloat) * upstream).sum().backward();
+  (theirs.to(torch::kFloat) * upstream).sum().backward();
+  EXPECT_TRUE(torch::equal(x1.grad(), x2.grad()));
+  ASSERT_EQ(b1.grad().scalar_type(), torch::kFloat);
+  const torch::Tensor exact = upstream.to(x.scalar_type()).to(torch::kDouble).sum({0, 2, 3});
+  EXPECT_TRUE(torch::allclose(b1.grad().to(torch::kDouble), exact, /*rtol=*/1e-5, /*atol=*/1e-5))
+      << b1.grad() << exact;
+}
+
+TEST(AddChannelBias, HasTheGradientsOfTheBroadcastAdd) {
+  torch::manual_seed(4);
+  const torch::Tensor x = torch::randn({4, 3, 5, 7}), upstream = torch::randn({4, 3, 5, 7});
+  ExpectTheBroadcastAddsGradients(x, upstream);
+  ExpectTheBroadcastAddsGradients(x.contiguous(torch::MemoryFormat::ChannelsLast), upstream);
+}
+
+TEST(AddChannelBias, KeepsAHalfPrecisionActivationsTypeAndAFloat32BiasGradient) {
+  torch::manual_seed(4);
+  ExpectTheBroadcastAddsGradients(torch::randn({4, 3, 5, 7}).to(torch::kBFloat16), torch::randn({4, 3, 5, 7}));
+}
+
+TEST(AddChannelBias, RefusesABiasThatDoesNotMatchTheChannels) {
+  EXPECT_THROW(AddChannelBias(torch::zeros({2, 3, 4, 4}), torch::zeros({4})), Error);
+  EXPECT_THROW(AddChannelBias(torch::zeros({2, 3}), torch::zeros({3})), Error);
 }
 
 // Two copies of `name` with the same initial weights, the second converted to channels-last.
