@@ -71,9 +71,12 @@ def train(rank, args, queue):
     train_set = Images(read_idx(find(args.data_dir, "train-images-idx3-ubyte")),
                        read_idx(find(args.data_dir, "train-labels-idx1-ubyte")))
     sampler = torch.utils.data.distributed.DistributedSampler(train_set, shuffle=True) if ddp else None
+    # fork, as under torchrun: a rank made by mp.spawn would spawn its workers, each a new
+    # interpreter importing torch, inside the timed epoch (e2e_reference.py, WORKER_START).
     loader = torch.utils.data.DataLoader(train_set, batch_size=args.batch_size, shuffle=sampler is None,
                                          sampler=sampler, num_workers=args.num_workers, pin_memory=True,
-                                         persistent_workers=args.num_workers > 0)
+                                         persistent_workers=args.num_workers > 0,
+                                         multiprocessing_context="fork" if args.num_workers > 0 else None)
     model = LeNet().to(device)
     if ddp:
         model = nn.parallel.DistributedDataParallel(model, device_ids=[rank])
