@@ -38,13 +38,13 @@ import datetime
 import json
 import os
 import platform
-import socket
 import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from ports import free_port  # noqa: E402
 from results_folder import default_results_folder, recorded_command, recorded_path  # noqa: E402
 
 BATCH = 256  # per GPU
@@ -58,12 +58,6 @@ def long_steps(images, world):
     measurement would add its evaluation), at most MAX_LONG, at least MIN_LONG."""
     return max(MIN_LONG, min(MAX_LONG, images // (BATCH * world) - WARMUP - 1))
 CORES_PER_GPU_FOR_COMPUTE_TARGET = 12
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class RowWatch:

@@ -21,7 +21,6 @@ import json
 import math
 import os
 import platform
-import socket
 import subprocess
 import sys
 import time
@@ -30,14 +29,9 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from ports import free_port  # noqa: E402
 from reference_train import INPUT_SHAPE  # noqa: E402  (the one table of input shapes, shared)
 from results_folder import default_results_folder, recorded_command  # noqa: E402
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def log_every_for(warmup, steps):

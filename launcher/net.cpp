@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "common/server_ports.h"
 #include "common/status.h"
 
 namespace mgpu {
@@ -50,6 +51,8 @@ int TryBind(const std::string& host, int port, std::string& error) {
   return bound;
 }
 
+constexpr int kServerPortTries = 64;
+
 }  // namespace
 
 bool IsLoopbackAddress(const std::string& host) {
@@ -86,7 +89,10 @@ void CheckPortFree(const std::string& host, int port, const std::string& flag) {
 
 int FreeTcpPort(const std::string& host) {
   std::string error;
-  const int port = TryBind(host, 0, error);
+  for (const int candidate : ServerPortCandidates(EphemeralPorts(), kServerPortTries)) {
+    if (TryBind(host, candidate, error) == candidate) return candidate;
+  }
+  const int port = TryBind(host, 0, error);  // the range below the ephemeral one is full
   if (port < 0) throw Error(ExitCode::kFailure, fmt::format("cannot find a free TCP port on {}: {}", host, error));
   return port;
 }

@@ -15,7 +15,8 @@ bool IsLoopbackAddress(const std::string& host);
 // or an address not of this machine), so a job fails before it starts any worker.
 void CheckPortFree(const std::string& host, int port, const std::string& flag);
 
-// A port that was free on `host` a moment ago. Throws mgpu::Error if none can be bound.
+// A port that was free on `host` a moment ago, below the ephemeral range where one can be bound
+// (common/server_ports.h). Throws mgpu::Error if none can be bound.
 int FreeTcpPort(const std::string& host);
 
 std::string HostName();

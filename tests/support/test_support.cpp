@@ -1,6 +1,7 @@
 #include "tests/support/test_support.h"
 
 #include "common/files.h"
+#include "common/server_ports.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -139,20 +140,23 @@ CommandResult BackgroundCommand::Wait() {
 }
 
 int FreeLocalPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  socklen_t length = sizeof(address);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+  // Below the ephemeral range, so that no outgoing connection takes it before the test's rank 0
+  // listens on it (common/server_ports.h); any free port where none there is.
+  std::vector<int> candidates = ServerPortCandidates(EphemeralPorts(), 64);
+  candidates.push_back(0);
+  for (const int candidate : candidates) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(static_cast<uint16_t>(candidate));
+    socklen_t length = sizeof(address);
+    const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+                       ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
     ::close(fd);
-    throw std::runtime_error("cannot find a free port");
+    if (bound) return ntohs(address.sin_port);
   }
-  const int port = ntohs(address.sin_port);
-  ::close(fd);
-  return port;
+  throw std::runtime_error("cannot find a free port");
 }
 
 std::vector<std::string> TorchrunEnvironment(int rank, int world_size, int port) {

@@ -1,9 +1,11 @@
 // common/: splitting lists and giving a file a second name.
 #include <gtest/gtest.h>
+#include <set>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/files.h"
+#include "common/server_ports.h"
 #include "common/split.h"
 #include "tests/support/test_support.h"
 
@@ -23,6 +25,34 @@ TEST(SplitAt, KeepsEmptyPiecesSoCallersCanRefuseThem) {
   EXPECT_EQ(SplitAt("a,,b,", ','), (std::vector<std::string>{"a", "", "b", ""}));
   EXPECT_EQ(SplitAt("", ','), (std::vector<std::string>{""}));
   EXPECT_EQ(SplitAt("no separator", ','), (std::vector<std::string>{"no separator"}));
+}
+
+TEST(ServerPorts, ReadsTheKernelsEphemeralRangeAndRefusesAnythingElse) {
+  const std::optional<PortRange> range = ParsePortRange("32768\t60999\n");
+  ASSERT_TRUE(range.has_value());
+  EXPECT_EQ(range->low, 32768);
+  EXPECT_EQ(range->high, 60999);
+  for (const std::string bad : {"", "32768", "60999 32768", "0 100", "1024 70000", "1024 2048 4096", "a b"}) {
+    EXPECT_FALSE(ParsePortRange(bad).has_value()) << bad;
+  }
+  const PortRange here = EphemeralPorts();
+  EXPECT_LE(here.low, here.high);
+}
+
+TEST(ServerPorts, CandidatesAreDistinctUnprivilegedAndBelowTheEphemeralRange) {
+  const std::vector<int> ports = ServerPortCandidates(PortRange{32768, 60999}, 64);
+  ASSERT_EQ(ports.size(), 64u);
+  for (const int port : ports) {
+    EXPECT_GE(port, 16384);  // half of the range's start: past well-known services' ports
+    EXPECT_LT(port, 32768);
+    EXPECT_TRUE(port < 20000 || port > 29999) << port << " is where Slurm steps and torch.distributed listen";
+  }
+  EXPECT_EQ(std::set<int>(ports.begin(), ports.end()).size(), ports.size());
+  // A range that starts low leaves fewer candidates, never a privileged port; none at all below 1025.
+  const std::vector<int> few = ServerPortCandidates(PortRange{1030, 60999}, 64);
+  EXPECT_EQ(few.size(), 6u);
+  for (const int port : few) EXPECT_GE(port, 1024);
+  EXPECT_TRUE(ServerPortCandidates(PortRange{1024, 60999}, 64).empty());
 }
 
 TEST(LinkOrWriteAtomically, GivesTheFileASecondNameOnOneFileSystem) {

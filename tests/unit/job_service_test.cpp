@@ -13,6 +13,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "common/files.h"
+#include "common/server_ports.h"
 #include "launcher/net.h"
 #include "launcher/serve/job_manager.h"
 #include "launcher/serve/job_outputs.h"
@@ -80,6 +81,18 @@ TEST(ServeOptions, AddressesAndTheLoopbackRule) {
   tls_without_tcp.tls_cert = "cert.pem";
   tls_without_tcp.tls_key = "key.pem";
   EXPECT_NE(BadInputMessage([&] { ValidateServeOptions(tls_without_tcp); }).find("are for TCP"), std::string::npos);
+}
+
+// `mgpu run`'s rendezvous port on one node: free, and below the ephemeral range, where no outgoing
+// connection can take it before rank 0 listens (common/server_ports.h).
+TEST(FreeTcpPort, PicksAFreePortBelowTheEphemeralRange) {
+  if (ServerPortCandidates(EphemeralPorts(), 1).empty()) {
+    GTEST_SKIP() << "this machine's ephemeral range starts at " << EphemeralPorts().low << ": no port below it";
+  }
+  const int port = FreeTcpPort("127.0.0.1");
+  EXPECT_LT(port, EphemeralPorts().low);
+  EXPECT_GE(port, 1024);
+  EXPECT_NO_THROW(CheckPortFree("127.0.0.1", port, "--master-port"));
 }
 
 TEST(ServeOptions, LoopbackIsWhatANameResolvesToNotHowItIsSpelt) {
