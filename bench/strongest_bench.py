@@ -38,7 +38,7 @@ from results_folder import default_results_folder, recorded_command  # noqa: E40
 # 4,548-4,910 in pure fp16, a recipe with no counterpart on PyTorch's side here;
 # bench/results/2026-11-26-1xH100-strongest-lenet-sweep/); the conv nets under bf16 channels-last.
 # PyTorch's SGD is fused (one kernel per step, like mgpu's), faster than torch.optim's foreach
-# default in each of LeNet's 16 combinations (4-6%) and for ResNet-18 (50,050 against 49,571
+# default in each of LeNet's 16 combinations (4-6%) and for ResNet-18 (50,050 against 49,572
 # img/s graphed; 2x H100, 2026-11-26, bench/results/2026-11-26-2xH100-decode-fix-fused-sgd/).
 AMP_CHANNELS_LAST = ["--precision", "amp-bf16", "--channels-last", "true"]
 PLAN = {

@@ -35,10 +35,10 @@ torch::Tensor LeNet::Convolve(nn::Conv2d& conv, const torch::Tensor& x) {
 torch::Tensor LeNet::forward(torch::Tensor x) {
   x = F::max_pool2d(torch::relu(Convolve(conv1_, x)), F::MaxPool2dFuncOptions(2));  // (B, 6, H/2, W/2)
   x = F::max_pool2d(torch::relu(Convolve(conv2_, x)), F::MaxPool2dFuncOptions(2));  // (B, 16, h, w)
-  x = x.flatten(1);                                                       // (B, 16*h*w)
-  x = torch::relu(fc1_(x));                                               // (B, 120)
-  x = torch::relu(fc2_(x));                                               // (B, 84)
-  return fc3_(x);                                                         // (B, classes)
+  x = x.flatten(1);                                                                 // (B, 16*h*w)
+  x = torch::relu(fc1_(x));                                                         // (B, 120)
+  x = torch::relu(fc2_(x));                                                         // (B, 84)
+  return fc3_(x);                                                                   // (B, classes)
 }
 
 }  // namespace mgpu
