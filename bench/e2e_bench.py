@@ -79,6 +79,10 @@ class RowWatch:
             if step in steps and step not in self.seen:
                 self.seen[step] = (now, cpu_seconds(pids))
 
+    def reset(self):
+        """Forgets what it saw: the run starts again."""
+        self.seen.clear()
+
     def span(self):
         """(seconds, CPU seconds) between the two rows, or None where the driver missed one."""
         if len(self.seen) < 2:
@@ -102,7 +106,7 @@ def launch(cmd, world, log_path, timeout, watch=None):
             return wall, error
         print(f"{log_path}: rank 0's port was taken; starting again on another", file=sys.stderr)
         if watch:
-            watch.seen.clear()
+            watch.reset()
 
 
 def port_was_taken(log_path):
