@@ -499,6 +499,10 @@ void AddPerformanceOptions(std::vector<OptionSpec>& o) {
                          "keep the training set on the training device and build batches there "
                          "(no augmentation; not with --mode dp)"));
   o.back().aliases = {"data_on_device"};
+  o.push_back(BoolOption("cudnn-benchmark", &TrainConfig::cudnn_benchmark,
+                         "CUDA: time cuDNN's convolution algorithms on the first batch of each shape and keep "
+                         "the fastest (false: cuDNN's heuristics pick them, the same in every run and rank)"));
+  o.back().aliases = {"cudnn_benchmark"};
   o.push_back(IntOption("threads", {}, &TrainConfig::threads, 0,
                         "intra-op CPU threads (0: LibTorch's default)"));
   o.push_back(IntOption("eval-batch-size", {"eval_batch_size"}, &TrainConfig::eval_batch_size, 1,

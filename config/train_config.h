@@ -112,6 +112,9 @@ struct TrainConfig {
   // rule (worker/channels_last_choice.h).
   std::optional<bool> channels_last;
   bool data_on_device = false;  // data/device_resident_batches.h
+  // cuDNN's convolution algorithms: timed on the first batch of each shape (true, as PyTorch's
+  // torch.backends.cudnn.benchmark = True) or chosen by cuDNN's heuristics (false).
+  bool cudnn_benchmark = true;
   int64_t threads = 0;          // intra-op CPU threads; 0: LibTorch's default; <= MaxIntraOpThreads()
   int64_t eval_batch_size = 1000;
   int64_t eval_max_samples = 0;  // test images evaluated, spread over the test set; 0: all

@@ -98,8 +98,8 @@ void TrainingSession::SetUpNumerics() {
   precision_ = config_.precision;  // settled for the device (ResolvePrecisionForDevice)
   if (!config_.precision_warning.empty() && world_.rank == 0) log_.warn("{}", config_.precision_warning);
   ApplyPrecisionMathMode(precision_);
-  // Static shapes: let cuDNN pick its fastest convolution algorithms once (as benchmark=True).
-  if (device_.is_cuda()) at::globalContext().setBenchmarkCuDNN(true);
+  // Static shapes: by default cuDNN times its convolution algorithms once and keeps the fastest.
+  if (device_.is_cuda()) at::globalContext().setBenchmarkCuDNN(config_.cudnn_benchmark);
   summary_.backend = communicator_ ? communicator_->backend() : "none";
   loss_scaling_ = config_.loss_scale;
   summary_.loss_scale_mode = LossScalingModeName(loss_scaling_.mode);

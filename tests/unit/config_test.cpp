@@ -314,6 +314,16 @@ TEST(TrainConfig, TheCpuAssistOfGpuDecodingIsOnUnlessTurnedOff) {
   EXPECT_THROW(FindTrainOption("cpu-assist")->set(config, "sometimes"), BadInputError);
 }
 
+TEST(TrainConfig, CudnnBenchmarkIsOnUnlessTurnedOff) {
+  TrainConfig config;
+  EXPECT_TRUE(config.cudnn_benchmark) << "as torch.backends.cudnn.benchmark = True";
+  FindTrainOption("cudnn_benchmark")->set(config, "false");
+  EXPECT_FALSE(config.cudnn_benchmark);
+  EXPECT_EQ(FindTrainOption("cudnn-benchmark")->get(config), "false");
+  EXPECT_EQ(FindTrainOption("cudnn-benchmark")->flag_value, "true") << "a bare --cudnn-benchmark";
+  EXPECT_THROW(FindTrainOption("cudnn-benchmark")->set(config, "fastest"), BadInputError);
+}
+
 TEST(TrainConfig, MixedPrecisionOptionsParseAndRejectBadValues) {
   TrainConfig config;
   FindTrainOption("precision")->set(config, "o2");
