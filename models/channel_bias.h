@@ -4,7 +4,8 @@
 // gradient in one strided reduction over N, H and W, which is slow for small activations: for
 // LeNet at batch 32 on an H100, 8.8 µs (conv1, (32, 6, 28, 28)) and 15.3 µs (conv2, (32, 16, 10,
 // 10)) against 6.2 and 6.0 µs in two stages, and PyTorch's graphed LeNet step 6.5% faster with
-// it (bench/results/2026-11-26-2xH100-decode-fix-fused-sgd/, lenet_alt.py).
+// it (bench/results/2026-11-26-2xH100-decode-fix-fused-sgd/, lenet_alt.py); mgpu's graphed LeNet step
+// 3.3% (bench/results/2026-11-26-2xH100-vgg-host-bound-lenet-bias/).
 //
 // The result has x's dtype (under autocast a bf16 or fp16 activation gets the bias cast to it, as
 // cuDNN's convolution with bias does); the bias gradient has the bias's dtype and is accumulated
