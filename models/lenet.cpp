@@ -2,6 +2,7 @@
 
 #include "common/status.h"
 #include "models/channel_bias.h"
+#include "models/conv_relu_pool.h"
 
 namespace mgpu {
 
@@ -22,8 +23,9 @@ LeNet::LeNet(int64_t in_channels, int64_t num_classes, int64_t height, int64_t w
   fc3_ = register_module("fc3", nn::Linear(84, num_classes));
 }
 
-// On CUDA the bias goes on in a step of its own, whose gradient sums faster than the
-// convolution's (models/channel_bias.h); on the CPU oneDNN adds it inside the convolution.
+// Where mgpu's fused kernels do not apply (autocast, half precision, channels-last,
+// --fused-kernels false), on CUDA the bias goes on in a step of its own, whose gradient sums faster
+// than the convolution's (models/channel_bias.h); on the CPU oneDNN adds it inside the convolution.
 torch::Tensor LeNet::Convolve(nn::Conv2d& conv, const torch::Tensor& x) {
   if (!x.is_cuda()) return conv(x);
   const auto& options = conv->options;
@@ -32,13 +34,18 @@ torch::Tensor LeNet::Convolve(nn::Conv2d& conv, const torch::Tensor& x) {
   return AddChannelBias(F::conv2d(x, conv->weight, without_bias), conv->bias);
 }
 
+torch::Tensor LeNet::ConvolveReluPool(nn::Conv2d& conv, const torch::Tensor& x) {
+  if (FusedConvReluPoolApplies(x, *conv)) return ConvReluPool(x, *conv);
+  return F::max_pool2d(torch::relu(Convolve(conv, x)), F::MaxPool2dFuncOptions(2));
+}
+
 torch::Tensor LeNet::forward(torch::Tensor x) {
-  x = F::max_pool2d(torch::relu(Convolve(conv1_, x)), F::MaxPool2dFuncOptions(2));  // (B, 6, H/2, W/2)
-  x = F::max_pool2d(torch::relu(Convolve(conv2_, x)), F::MaxPool2dFuncOptions(2));  // (B, 16, h, w)
-  x = x.flatten(1);                                                                 // (B, 16*h*w)
-  x = torch::relu(fc1_(x));                                                         // (B, 120)
-  x = torch::relu(fc2_(x));                                                         // (B, 84)
-  return fc3_(x);                                                                   // (B, classes)
+  x = ConvolveReluPool(conv1_, x);  // (B, 6, H/2, W/2)
+  x = ConvolveReluPool(conv2_, x);  // (B, 16, h, w)
+  x = x.flatten(1);                 // (B, 16*h*w)
+  x = torch::relu(fc1_(x));         // (B, 120)
+  x = torch::relu(fc2_(x));         // (B, 84)
+  return fc3_(x);                   // (B, classes)
 }
 
 }  // namespace mgpu

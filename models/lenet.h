@@ -16,6 +16,8 @@ class LeNet : public Classifier {
  private:
   // conv(x) with its bias: (B, C_in, H, W) -> (B, C_out, H', W').
   static torch::Tensor Convolve(torch::nn::Conv2d& conv, const torch::Tensor& x);
+  // max_pool2d(relu(conv(x)), 2): mgpu's fused kernels where they apply (models/conv_relu_pool.h).
+  static torch::Tensor ConvolveReluPool(torch::nn::Conv2d& conv, const torch::Tensor& x);
 
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr};
   torch::nn::Linear fc1_{nullptr}, fc2_{nullptr}, fc3_{nullptr};

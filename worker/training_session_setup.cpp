@@ -16,6 +16,7 @@
 #include "dataparallel/data_parallel.h"
 #include "dataparallel/dp_devices.h"
 #include "ddp/distributed_data_parallel.h"
+#include "models/conv_relu_pool.h"
 #include "models/memory_format.h"
 #include "models/model_factory.h"
 #include "worker/channels_last_choice.h"
@@ -100,6 +101,7 @@ void TrainingSession::SetUpNumerics() {
   ApplyPrecisionMathMode(precision_);
   // Static shapes: by default cuDNN times its convolution algorithms once and keeps the fastest.
   if (device_.is_cuda()) at::globalContext().setBenchmarkCuDNN(config_.cudnn_benchmark);
+  UseFusedKernels(config_.fused_kernels);
   summary_.backend = communicator_ ? communicator_->backend() : "none";
   loss_scaling_ = config_.loss_scale;
   summary_.loss_scale_mode = LossScalingModeName(loss_scaling_.mode);
@@ -297,6 +299,10 @@ void TrainingSession::LogStartup() {
        {"steps per epoch", std::to_string(steps_per_epoch_)},
        {"step execution", StepExecution()},
        {"memory layout", fmt::format("{} ({})", channels_last_ ? "channels-last" : "NCHW", layout_reason_)},
+       {"fused kernels", !device_.is_cuda()       ? "none on the CPU"
+                         : config_.fused_kernels ? "mgpu's where they apply (LeNet's conv + ReLU + max-pool stages, "
+                                                   "float32 without autocast)"
+                                                 : "off (--fused-kernels false): ATen's"},
        {"effective lr", fmt::format("{} (--lr-scale-rule {}, global batch {})", EffectiveLr(config_),
                                     config_.lr_scale_rule, config_.batch_size)},
        {"output", outputs_.folder()},

@@ -324,6 +324,15 @@ TEST(TrainConfig, CudnnBenchmarkIsOnUnlessTurnedOff) {
   EXPECT_THROW(FindTrainOption("cudnn-benchmark")->set(config, "fastest"), BadInputError);
 }
 
+TEST(TrainConfig, FusedKernelsAreOnUnlessTurnedOff) {
+  TrainConfig config;
+  EXPECT_TRUE(config.fused_kernels);
+  FindTrainOption("fused_kernels")->set(config, "false");
+  EXPECT_FALSE(config.fused_kernels);
+  EXPECT_EQ(FindTrainOption("fused-kernels")->get(config), "false");
+  EXPECT_THROW(FindTrainOption("fused-kernels")->set(config, "mgpu"), BadInputError);
+}
+
 TEST(TrainConfig, MixedPrecisionOptionsParseAndRejectBadValues) {
   TrainConfig config;
   FindTrainOption("precision")->set(config, "o2");
