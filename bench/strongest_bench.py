@@ -36,7 +36,9 @@ from results_folder import default_results_folder, recorded_command  # noqa: E40
 # float32/TF32 and NCHW on both sides (1x H100, 2026-11-26, steps/s with CUDA graphs: PyTorch
 # compiled 6,612 against 5,543-5,826 in the other three; mgpu 4,358-4,793 against 3,778-4,285, and
 # 4,548-4,910 in pure fp16, a recipe with no counterpart on PyTorch's side here;
-# bench/results/2026-11-26-1xH100-strongest-lenet-sweep/); the conv nets under bf16 channels-last.
+# bench/results/2026-11-26-1xH100-strongest-lenet-sweep/), the more so with mgpu's fused convolution
+# kernels, which run in float32 only (7,493-7,665 steps/s, 1x H100, 2026-11-27,
+# bench/results/2026-11-27-1xH100-lenet-fused-kernels/); the conv nets under bf16 channels-last.
 # PyTorch's SGD is fused (one kernel per step, like mgpu's), faster than torch.optim's foreach
 # default in each of LeNet's 16 combinations (4-6%) and for ResNet-18 (50,050 against 49,572
 # img/s graphed; 2x H100, 2026-11-26, bench/results/2026-11-26-2xH100-decode-fix-fused-sgd/).
