@@ -92,7 +92,7 @@ bool DeviceRunsTheKernels(const torch::Device& device) {
 
 // Whether the kernels take x and weight: sizes within the shape's ints (a grid of batch x channels
 // blocks included), and kernels::FitsTheKernels.
-bool FitsTheKernels(const torch::Tensor& x, const torch::Tensor& weight, int64_t padding) {
+bool KernelsTakeTheShape(const torch::Tensor& x, const torch::Tensor& weight, int64_t padding) {
   constexpr int64_t kMaxSize = 1 << 16;
   constexpr int64_t kMaxBlocks = std::numeric_limits<int>::max();
   for (const int64_t size : {x.size(1), x.size(2), x.size(3), weight.size(0), weight.size(2), padding}) {
@@ -118,7 +118,9 @@ bool FusedConvReluPoolApplies(const torch::Tensor& x, const torch::nn::Conv2dImp
       conv.bias.scalar_type() != torch::kFloat || !x.is_contiguous() || at::autocast::is_autocast_enabled(at::kCUDA)) {
     return false;
   }
-  return x.size(1) == conv.weight.size(1) && FitsTheKernels(x, conv.weight, *padding) &&
+  // Parameters elsewhere than x, or channels that do not match, are ATen's to report.
+  return conv.weight.device() == x.device() && conv.bias.device() == x.device() &&
+         x.size(1) == conv.weight.size(1) && KernelsTakeTheShape(x, conv.weight, *padding) &&
          DeviceRunsTheKernels(x.device());
 #endif
 }

@@ -61,7 +61,7 @@ TEST_F(ConvReluPoolCuda, ComputesTheBitsOfItsArithmeticOnTheCpu) {
   ExpectTheHostsBits({5, 3, 11, 9, 4, 3, 1});     // any filter size, an odd conv output
 }
 
-TEST_F(ConvReluPoolCuda, LeavesAutocastHalfPrecisionAndChannelsLastToAten) {
+TEST_F(ConvReluPoolCuda, LeavesAutocastHalfPrecisionChannelsLastAndMismatchesToAten) {
   torch::nn::Conv2d conv(torch::nn::Conv2dOptions(3, 4, 5).padding(2));
   conv->to(torch::kCUDA);
   const torch::Tensor x = torch::randn({2, 3, 16, 16}, torch::kCUDA);
@@ -77,6 +77,8 @@ TEST_F(ConvReluPoolCuda, LeavesAutocastHalfPrecisionAndChannelsLastToAten) {
   torch::nn::Conv2d strided(torch::nn::Conv2dOptions(3, 4, 5).stride(2));
   strided->to(torch::kCUDA);
   EXPECT_FALSE(FusedConvReluPoolApplies(x, *strided));
+  torch::nn::Conv2d on_the_cpu(torch::nn::Conv2dOptions(3, 4, 5).padding(2));
+  EXPECT_FALSE(FusedConvReluPoolApplies(x, *on_the_cpu)) << "ATen reports the devices' mismatch";
 }
 
 class LeNetFusedKernelsCuda : public ConvReluPoolCuda {

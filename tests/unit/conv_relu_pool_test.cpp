@@ -111,5 +111,13 @@ TEST(ConvReluPool, LeavesTheCpuToAten) {
   EXPECT_FALSE(FusedConvReluPoolApplies(torch::zeros({2, 1, 28, 28}), *conv));
 }
 
+TEST(ConvReluPoolArithmetic, TakesShapesWhoseBlocksFitSharedMemoryAndPaddingAtMostTheFilterLessOne) {
+  EXPECT_TRUE(kernels::FitsTheKernels(kernels::MakeConvReluPoolShape(32, 1, 28, 28, 6, 5, 2)));
+  EXPECT_TRUE(kernels::FitsTheKernels(kernels::MakeConvReluPoolShape(32, 6, 14, 14, 16, 5, 0)));
+  EXPECT_FALSE(kernels::FitsTheKernels(kernels::MakeConvReluPoolShape(32, 1, 28, 28, 6, 5, 5))) << "padding > R - 1";
+  EXPECT_FALSE(kernels::FitsTheKernels(kernels::MakeConvReluPoolShape(32, 64, 64, 64, 64, 3, 1))) << "256 KiB per block";
+  EXPECT_FALSE(kernels::FitsTheKernels(kernels::MakeConvReluPoolShape(32, 1, 4, 4, 6, 5, 0))) << "no pooled output";
+}
+
 }  // namespace
 }  // namespace mgpu
