@@ -8,8 +8,6 @@
 namespace mgpu::kernels {
 namespace {
 
-constexpr int kSumThreads = 256;
-
 size_t Bytes(int floats) { return sizeof(float) * static_cast<size_t>(floats); }
 
 // Block (n * K + k): y[n, k] and window[n, k].
@@ -94,7 +92,7 @@ cudaError_t Backward(const ConvReluPoolShape& s, const float* x, const float* w,
       s, x, gy, y, window, partial, gx == nullptr ? nullptr : padded);
   if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) return error;
   const int sums = s.out_channels * s.terms();
-  SumOverBatchKernel<<<(sums + kSumThreads - 1) / kSumThreads, kSumThreads, 0, stream>>>(s, partial, gw, gb);
+  SumOverBatchKernel<<<(sums + kBlockThreads - 1) / kBlockThreads, kBlockThreads, 0, stream>>>(s, partial, gw, gb);
   if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess || gx == nullptr) return error;
   InputGradientKernel<kKernel><<<s.batch * s.in_channels, kBlockThreads,
                                  Bytes(s.input_gradient_shared_floats()), stream>>>(s, padded, w, gx);

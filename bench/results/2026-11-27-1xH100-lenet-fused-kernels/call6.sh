@@ -13,5 +13,5 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMGPU_PYTHON=$(comm
 ninja -C build-gpu mgpu-worker mgpu_gpu_tests > /tmp/ninja.log 2>&1 || { grep -A12 FAILED /tmp/ninja.log | head -60 >> $R; cat $R; exit 1; }
 el "built"
 ctest --test-dir build-gpu -R "CudaDdp.NcclOnTwo|GraphedDdpSteps|CudaDp.NcclReplicas|CudaDp.CudaGraphsPerReplica" --timeout 120 -j1 > /tmp/ctest.log 2>&1
-el "ctest rc $?"; grep -E "Test +#|tests passed|Failed" /tmp/ctest.log | sed 's|/work/main/||' >> $R
+el "ctest rc $?"; grep -E "Test +#|tests passed|Failed" /tmp/ctest.log | sed "s|$PWD/||" >> $R
 cat $R
