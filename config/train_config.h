@@ -115,7 +115,7 @@ struct TrainConfig {
   // cuDNN's convolution algorithms: timed on the first batch of each shape (true, as PyTorch's
   // torch.backends.cudnn.benchmark = True) or chosen by cuDNN's heuristics (false).
   bool cudnn_benchmark = true;
-  // mgpu's own fused CUDA kernels where a model has them (models/conv_relu_pool.h), or ATen's.
+  // mgpu's own fused CUDA kernels where a model has them (models/fused_kernels.h), or ATen's.
   bool fused_kernels = true;
   int64_t threads = 0;          // intra-op CPU threads; 0: LibTorch's default; <= MaxIntraOpThreads()
   int64_t eval_batch_size = 1000;

@@ -1,7 +1,6 @@
 #include "models/conv_relu_pool.h"
 
 #include <algorithm>
-#include <atomic>
 #include <limits>
 #include <optional>
 #include <variant>
@@ -9,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "common/status.h"
+#include "models/fused_kernels.h"
 
 #ifdef MGPU_HAS_FUSED_KERNELS
 #include <ATen/autocast_mode.h>
@@ -21,8 +21,6 @@
 
 namespace mgpu {
 namespace {
-
-std::atomic<bool> fused_kernels_in_use{true};
 
 // The padding P of a square-filter, stride-1, dilation-1, one-group, zero-padded convolution with
 // the same padding on both axes, or nothing.
@@ -84,12 +82,6 @@ class ConvReluPoolFunction : public torch::autograd::Function<ConvReluPoolFuncti
   }
 };
 
-// The kernels are built for compute capability 8.0 (8.x GPUs run them) and as 9.0 PTX (newer
-// GPUs compile it at load).
-bool DeviceRunsTheKernels(const torch::Device& device) {
-  return at::cuda::getDeviceProperties(device.index())->major >= 8;
-}
-
 // Whether the kernels take x and weight: sizes within the shape's ints (a grid of batch x channels
 // blocks included), and kernels::FitsTheKernels.
 bool KernelsTakeTheShape(const torch::Tensor& x, const torch::Tensor& weight, int64_t padding) {
@@ -105,15 +97,13 @@ bool KernelsTakeTheShape(const torch::Tensor& x, const torch::Tensor& weight, in
 
 }  // namespace
 
-void UseFusedKernels(bool use) { fused_kernels_in_use = use; }
-
 bool FusedConvReluPoolApplies(const torch::Tensor& x, const torch::nn::Conv2dImpl& conv) {
 #ifndef MGPU_HAS_FUSED_KERNELS
   (void)x, (void)conv;
   return false;
 #else
   const auto padding = PaddingOfASimpleConvolution(conv.options);
-  if (!fused_kernels_in_use || !padding || !conv.bias.defined() || !x.is_cuda() || x.dim() != 4 ||
+  if (!FusedKernelsInUse() || !padding || !conv.bias.defined() || !x.is_cuda() || x.dim() != 4 ||
       x.scalar_type() != torch::kFloat || conv.weight.scalar_type() != torch::kFloat ||
       conv.bias.scalar_type() != torch::kFloat || !x.is_contiguous() || at::autocast::is_autocast_enabled(at::kCUDA)) {
     return false;
@@ -121,7 +111,7 @@ bool FusedConvReluPoolApplies(const torch::Tensor& x, const torch::nn::Conv2dImp
   // Parameters elsewhere than x, or channels that do not match, are ATen's to report.
   return conv.weight.device() == x.device() && conv.bias.device() == x.device() &&
          x.size(1) == conv.weight.size(1) && KernelsTakeTheShape(x, conv.weight, *padding) &&
-         DeviceRunsTheKernels(x.device());
+         DeviceRunsFusedKernels(x.device());
 #endif
 }
 

@@ -16,15 +16,11 @@
 
 namespace mgpu {
 
-// Whether FusedConvReluPoolApplies may say yes (--fused-kernels; default on). Process-wide, as
-// cuDNN's benchmark switch is.
-void UseFusedKernels(bool use);
-
-// Whether ConvReluPool runs `conv` on x: fused kernels in use, this build has them, x float32 and
-// contiguous NCHW on a GPU of compute capability 8.0 or newer, autocast off, `conv` a float32
-// square-kernel convolution on x's device with a bias and x's channels, stride 1, dilation 1, one
-// group, zero padding of at most R - 1, at least one pooled output, and its blocks' buffers
-// within 48 KiB of shared memory (kernels::FitsTheKernels).
+// Whether ConvReluPool runs `conv` on x: fused kernels in use (models/fused_kernels.h), x float32
+// and contiguous NCHW on a GPU that runs them, autocast off, `conv` a float32 square-kernel
+// convolution on x's device with a bias and x's channels, stride 1, dilation 1, one group, zero
+// padding of at most R - 1, at least one pooled output, and its blocks' buffers within 48 KiB of
+// shared memory (kernels::FitsTheKernels).
 bool FusedConvReluPoolApplies(const torch::Tensor& x, const torch::nn::Conv2dImpl& conv);
 
 // x (N, C, H, W) -> (N, K, (H + 2P - R + 1) / 2, (W + 2P - R + 1) / 2). Differentiable in x,

@@ -16,7 +16,8 @@ class LeNet : public Classifier {
  private:
   // conv(x) with its bias: (B, C_in, H, W) -> (B, C_out, H', W').
   static torch::Tensor Convolve(torch::nn::Conv2d& conv, const torch::Tensor& x);
-  // max_pool2d(relu(conv(x)), 2): mgpu's fused kernels where they apply (models/conv_relu_pool.h).
+  // max_pool2d(relu(conv(x)), 2): mgpu's fused kernels where they apply (models/conv_relu_pool.h;
+  // the fully connected layers: models/linear_relu_chain.h).
   static torch::Tensor ConvolveReluPool(torch::nn::Conv2d& conv, const torch::Tensor& x);
 
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr};

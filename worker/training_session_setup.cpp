@@ -16,7 +16,7 @@
 #include "dataparallel/data_parallel.h"
 #include "dataparallel/dp_devices.h"
 #include "ddp/distributed_data_parallel.h"
-#include "models/conv_relu_pool.h"
+#include "models/fused_kernels.h"
 #include "models/memory_format.h"
 #include "models/model_factory.h"
 #include "worker/channels_last_choice.h"
@@ -300,8 +300,8 @@ void TrainingSession::LogStartup() {
        {"step execution", StepExecution()},
        {"memory layout", fmt::format("{} ({})", channels_last_ ? "channels-last" : "NCHW", layout_reason_)},
        {"fused kernels", !device_.is_cuda()       ? "none on the CPU"
-                         : config_.fused_kernels ? "mgpu's where they apply (LeNet's conv + ReLU + max-pool stages, "
-                                                   "float32 without autocast)"
+                         : config_.fused_kernels ? "mgpu's where they apply (LeNet's conv + ReLU + max-pool stages "
+                                                   "and fully connected head, float32 without autocast)"
                                                  : "off (--fused-kernels false): ATen's"},
        {"effective lr", fmt::format("{} (--lr-scale-rule {}, global batch {})", EffectiveLr(config_),
                                     config_.lr_scale_rule, config_.batch_size)},

@@ -1,9 +1,6 @@
 // The arithmetic of mgpu's fused convolution stage, y = max_pool2d(relu(conv2d(x, w) + b), 2), as
-// the phases of its CUDA kernels' thread blocks (conv_relu_pool_kernels.cu). A phase takes
-// (thread, threads) and does elements thread, thread + threads, ...; the kernels run a phase with
-// (threadIdx.x, blockDim.x) and synchronize the block between phases, the CPU tests
-// (tests/support/conv_relu_pool_on_host.h) run it with (0, 1). So CI checks the kernels' math
-// against ATen on a machine without a GPU, and the GPU tests check the kernels against it bit for bit.
+// the phases of its CUDA kernels' thread blocks (conv_relu_pool_kernels.cu; block_phases.h says what
+// a phase is), which the CPU tests run block by block (tests/support/conv_relu_pool_on_host.h).
 //
 // Shapes (float32, contiguous NCHW; square filters, stride 1, dilation 1, groups 1, padding P at
 // most R - 1; 2x2 pooling, stride 2, floor mode):
@@ -24,17 +21,7 @@
 //          rows gpad_pitch() apart (odd), as WritePaddedConvGradient leaves it in global memory
 #pragma once
 
-#include <cstdint>
-
-#ifdef __CUDACC__
-#define MGPU_HOST_DEVICE __host__ __device__
-#define MGPU_UNROLL _Pragma("unroll")
-#else
-#define MGPU_HOST_DEVICE
-#define MGPU_UNROLL
-#include <cmath>
-using std::fmaf;
-#endif
+#include "models/kernels/block_phases.h"
 
 namespace mgpu::kernels {
 
@@ -86,9 +73,6 @@ inline ConvReluPoolShape MakeConvReluPoolShape(int batch, int in_channels, int h
   return s;
 }
 
-// The most shared memory a block may take without opting in: 48 KiB.
-constexpr int kMaxSharedFloats = 48 * 1024 / 4;
-
 // Whether the kernels take shape s: a pooled output at least, padding at most R - 1, and every
 // block's buffers within kMaxSharedFloats (which also keeps a sample's indices within int).
 inline bool FitsTheKernels(const ConvReluPoolShape& s) {
@@ -101,27 +85,6 @@ inline bool FitsTheKernels(const ConvReluPoolShape& s) {
 template <int kKernel>
 MGPU_HOST_DEVICE inline int FilterSize(const ConvReluPoolShape& s) {
   return kKernel > 0 ? kKernel : s.kernel;
-}
-
-// The block's elements i = thread, thread + threads, ... < count, kLoadsInFlight at a time: every
-// load(i) of a batch before its store(i, value)s, so that a thread's global loads overlap instead
-// of each waiting for the store before it (the compiler cannot tell that they do not alias).
-constexpr int kLoadsInFlight = 8;
-template <typename Load, typename Store>
-MGPU_HOST_DEVICE inline void Stage(int count, int thread, int threads, const Load& load, const Store& store) {
-  for (int base = thread; base < count; base += kLoadsInFlight * threads) {
-    float values[kLoadsInFlight];
-    MGPU_UNROLL
-    for (int u = 0; u < kLoadsInFlight; ++u) {
-      const int i = base + u * threads;
-      values[u] = i < count ? load(i) : 0.f;
-    }
-    MGPU_UNROLL
-    for (int u = 0; u < kLoadsInFlight; ++u) {
-      const int i = base + u * threads;
-      if (i < count) store(i, values[u]);
-    }
-  }
 }
 
 // ---- forward: a block per (n, k) ----
@@ -137,11 +100,6 @@ MGPU_HOST_DEVICE inline void LoadPaddedInput(const ConvReluPoolShape& s, const f
     return inside ? sample[(c * s.height + ih) * s.width + iw] : 0.f;
   };
   Stage(s.xpad_floats(), thread, threads, load, [&](int i, float value) { xpad[i] = value; });
-}
-
-// dst <- count floats from src.
-MGPU_HOST_DEVICE inline void LoadFloats(const float* src, int count, float* dst, int thread, int threads) {
-  Stage(count, thread, threads, [&](int i) { return src[i]; }, [&](int i, float value) { dst[i] = value; });
 }
 
 // conv <- the covered conv outputs of filter (filter: w[k]), without the bias; sums over c, r, q.
@@ -181,7 +139,7 @@ MGPU_HOST_DEVICE inline void PoolRelu(const ConvReluPoolShape& s, const float* c
     int best_at = 0;
     for (int at = 0; at < 4; ++at) {
       const float z = conv[top_left + (at / 2) * s.covered_width() + at % 2] + bias;
-      const float v = z < 0.f ? 0.f : z;  // relu; a NaN stays NaN
+      const float v = Relu(z);
       if (v > best || v != v) best = v, best_at = at;
     }
     y[first + p] = best;

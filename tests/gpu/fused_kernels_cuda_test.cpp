@@ -1,4 +1,4 @@
-// mgpu's fused CUDA kernels (models/conv_relu_pool.h) on a GPU: the same bits as their arithmetic
+// mgpu's fused CUDA kernels (models/conv_relu_pool.h, models/linear_relu_chain.h) on a GPU: the same bits as their arithmetic
 // run on the CPU (whose agreement with ATen the unit tests check), only where they apply, and
 // LeNet trained with them as LeNet trained with ATen's kernels, eager and CUDA-graphed. Skipped,
 // saying so, on machines without a GPU.
@@ -13,7 +13,10 @@
 #include <torch/torch.h>
 
 #include "models/conv_relu_pool.h"
+#include "models/fused_kernels.h"
+#include "models/linear_relu_chain.h"
 #include "tests/support/conv_relu_pool_on_host.h"
+#include "tests/support/linear_chain_on_host.h"
 #include "tests/support/test_support.h"
 
 namespace mgpu {
@@ -79,6 +82,60 @@ TEST_F(ConvReluPoolCuda, LeavesAutocastHalfPrecisionChannelsLastAndMismatchesToA
   EXPECT_FALSE(FusedConvReluPoolApplies(x, *strided));
   torch::nn::Conv2d on_the_cpu(torch::nn::Conv2dOptions(3, 4, 5).padding(2));
   EXPECT_FALSE(FusedConvReluPoolApplies(x, *on_the_cpu)) << "ATen reports the devices' mismatch";
+}
+
+using LinearReluChainCuda = ConvReluPoolCuda;
+
+// The kernels on the GPU against RunLinearChainOnHost: output and gradients, bit for bit.
+void ExpectTheHostsBits(int64_t batch, const std::vector<int64_t>& features) {
+  torch::manual_seed(4);
+  std::vector<torch::nn::Linear> layers;
+  std::vector<torch::Tensor> weights, biases;
+  for (size_t l = 0; l + 1 < features.size(); ++l) {
+    layers.emplace_back(features[l], features[l + 1]);
+    weights.push_back(layers.back()->weight.detach().clone()), biases.push_back(layers.back()->bias.detach().clone());
+    layers.back()->to(torch::kCUDA);
+  }
+  const torch::Tensor x = torch::randn({batch, features[0]}), gy = torch::randn({batch, features.back()});
+  const auto host = RunLinearChainOnHost(x, weights, biases, gy);
+  const torch::Tensor x_cuda = x.cuda().requires_grad_();
+  ASSERT_TRUE(FusedLinearReluChainApplies(x_cuda, layers));
+  const torch::Tensor y = LinearReluChain(x_cuda, layers);
+  y.backward(gy.cuda());
+  EXPECT_TRUE(torch::equal(y.cpu(), host.y)) << (y.cpu() - host.y).abs().max();
+  EXPECT_TRUE(torch::equal(x_cuda.grad().cpu(), host.gx)) << (x_cuda.grad().cpu() - host.gx).abs().max();
+  for (size_t l = 0; l < layers.size(); ++l) {
+    EXPECT_TRUE(torch::equal(layers[l]->weight.grad().cpu(), host.gw[l])) << l;
+    EXPECT_TRUE(torch::equal(layers[l]->bias.grad().cpu(), host.gb[l])) << l;
+  }
+}
+
+TEST_F(LinearReluChainCuda, ComputesTheBitsOfItsArithmeticOnTheCpu) {
+  ExpectTheHostsBits(32, {400, 120, 84, 10});     // LeNet's head at batch 32
+  ExpectTheHostsBits(5, {33, 1, 13, 3});          // widths off every warp and row group
+  ExpectTheHostsBits(3, {1500, 40, 30, 20, 6});   // an input wider than a block, four layers
+  ExpectTheHostsBits(70, {50, 20, 5});            // three chunks of samples per parameter tile
+}
+
+TEST_F(LinearReluChainCuda, LeavesAutocastHalfPrecisionStridedInputsAndMismatchesToAten) {
+  std::vector<torch::nn::Linear> layers = {torch::nn::Linear(16, 8), torch::nn::Linear(8, 4)};
+  for (auto& layer : layers) layer->to(torch::kCUDA);
+  const torch::Tensor x = torch::randn({6, 16}, torch::kCUDA);
+  EXPECT_TRUE(FusedLinearReluChainApplies(x, layers));
+  EXPECT_FALSE(FusedLinearReluChainApplies(x.to(torch::kBFloat16), layers));
+  EXPECT_FALSE(FusedLinearReluChainApplies(torch::randn({16, 6}, torch::kCUDA).t(), layers)) << "not contiguous";
+  EXPECT_FALSE(FusedLinearReluChainApplies(torch::randn({6, 8}, torch::kCUDA), layers)) << "another width";
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+  EXPECT_FALSE(FusedLinearReluChainApplies(x, layers));
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+  UseFusedKernels(false);
+  EXPECT_FALSE(FusedLinearReluChainApplies(x, layers));
+  UseFusedKernels(true);
+  EXPECT_FALSE(FusedLinearReluChainApplies(x, {layers[0], torch::nn::Linear(8, 4)})) << "ATen reports the devices";
+  EXPECT_FALSE(FusedLinearReluChainApplies(x, {layers[0], layers[0]})) << "8 features into a 16-feature layer";
+  torch::nn::Linear no_bias(torch::nn::LinearOptions(8, 4).bias(false));
+  no_bias->to(torch::kCUDA);
+  EXPECT_FALSE(FusedLinearReluChainApplies(x, {layers[0], no_bias}));
 }
 
 class LeNetFusedKernelsCuda : public ConvReluPoolCuda {
