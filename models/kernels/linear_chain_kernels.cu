@@ -13,7 +13,7 @@ size_t Bytes(int floats) { return sizeof(float) * static_cast<size_t>(floats); }
 // Block n: y[n] and hidden[:, n].
 __global__ void __launch_bounds__(kChainBlockThreads)
     ChainForwardKernel(LinearChainShape s, const float* __restrict__ x, LinearChainParameters p, float* __restrict__ y,
-                  float* __restrict__ hidden) {
+                       float* __restrict__ hidden) {
   extern __shared__ float vectors[];
   const int n = blockIdx.x;
   LoadFloats(x + int64_t{n} * s.in_features(0), s.in_features(0), vectors, threadIdx.x, blockDim.x);
@@ -31,7 +31,7 @@ __global__ void __launch_bounds__(kChainBlockThreads)
 // Block n: ghidden[:, n] and, unless gx is null, gx[n].
 __global__ void __launch_bounds__(kChainBlockThreads)
     ChainInputGradientKernel(LinearChainShape s, LinearChainParameters p, const float* __restrict__ hidden,
-                        const float* __restrict__ gy, float* __restrict__ ghidden, float* __restrict__ gx) {
+                             const float* __restrict__ gy, float* __restrict__ ghidden, float* __restrict__ gx) {
   extern __shared__ float gradients[];
   float* sums = gradients + s.forward_shared_floats();
   const int n = blockIdx.x, last = s.layers - 1;
