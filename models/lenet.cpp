@@ -44,7 +44,9 @@ torch::Tensor LeNet::forward(torch::Tensor x) {
   x = ConvolveReluPool(conv1_, x);  // (B, 6, H/2, W/2)
   x = ConvolveReluPool(conv2_, x);  // (B, 16, h, w)
   x = x.flatten(1);                 // (B, 16*h*w)
-  if (FusedLinearReluChainApplies(x, {fc1_, fc2_, fc3_})) return LinearReluChain(x, {fc1_, fc2_, fc3_});
+  if (const std::vector<nn::Linear> head = {fc1_, fc2_, fc3_}; FusedLinearReluChainApplies(x, head)) {
+    return LinearReluChain(x, head);  // (B, classes)
+  }
   x = torch::relu(fc1_(x));         // (B, 120)
   x = torch::relu(fc2_(x));         // (B, 84)
   return fc3_(x);                   // (B, classes)

@@ -99,22 +99,18 @@ bool IsFloat32On(const torch::Tensor& t, const torch::Device& device) {
 bool KernelsTakeTheLayers(const torch::Tensor& x, const std::vector<torch::nn::Linear>& layers) {
   constexpr int64_t kMaxSize = int64_t{1} << 30;
   if (layers.empty() || layers.size() > kernels::kMaxChainLayers || x.size(0) >= kMaxSize) return false;
-  kernels::LinearChainShape s;
-  s.batch = static_cast<int>(x.size(0));
-  s.layers = static_cast<int>(layers.size());
+  std::vector<torch::Tensor> weights;
   int64_t features = x.size(1);
-  for (size_t l = 0; l < layers.size(); ++l) {
-    const torch::Tensor &w = layers[l]->weight, &b = layers[l]->bias;
+  for (const auto& layer : layers) {
+    const torch::Tensor &w = layer->weight, &b = layer->bias;
     if (!IsFloat32On(w, x.device()) || !IsFloat32On(b, x.device()) || w.dim() != 2 || w.size(1) != features ||
         features >= kMaxSize) {
       return false;
     }
-    s.features[l] = static_cast<int>(features);
+    weights.push_back(w);
     features = w.size(0);
   }
-  if (features >= kMaxSize) return false;
-  s.features[s.layers] = static_cast<int>(features);
-  return kernels::FitsTheKernels(s);
+  return features < kMaxSize && kernels::FitsTheKernels(ShapeOf(x, weights));
 }
 #endif
 
