@@ -504,8 +504,10 @@ void AddPerformanceOptions(std::vector<OptionSpec>& o) {
                          "the fastest (false: cuDNN's heuristics pick them, the same in every run and rank)"));
   o.back().aliases = {"cudnn_benchmark"};
   o.push_back(BoolOption("fused-kernels", &TrainConfig::fused_kernels,
-                         "CUDA, float32: mgpu's own fused kernels where a model has them (LeNet's convolution + "
-                         "ReLU + max-pool stages); false: ATen's and cuDNN's kernels, one per operation"));
+                         "CUDA: mgpu's own fused kernels where a model has them (LeNet's convolution + ReLU + "
+                         "max-pool stages and fully connected head in float32; ResNet's and VGG's batch norm + add "
+                         "+ ReLU on channels-last bf16 or float32 activations); false: ATen's and cuDNN's kernels, "
+                         "one per operation"));
   o.back().aliases = {"fused_kernels"};
   o.push_back(IntOption("threads", {}, &TrainConfig::threads, 0,
                         "intra-op CPU threads (0: LibTorch's default)"));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/status.h"
+#include "models/batch_norm_act.h"
 
 namespace mgpu {
 
@@ -15,10 +16,18 @@ nn::Conv2d Conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
       nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
 }
 
-// A projection shortcut (1x1 conv + BN) where the block changes shape, else none.
+// A projection shortcut (1x1 conv + BN) where the block changes shape, else none. A Sequential,
+// for torchvision's parameter names (downsample.0.weight, downsample.1.running_mean, ...).
 nn::Sequential Downsample(int64_t in, int64_t out, int64_t stride) {
   if (stride == 1 && in == out) return nullptr;
   return nn::Sequential(Conv(in, out, 1, stride), nn::BatchNorm2d(out));
+}
+
+// The block's shortcut: x itself, or its projection.
+torch::Tensor Shortcut(nn::Sequential& downsample, const torch::Tensor& x) {
+  if (!downsample) return x;
+  torch::Tensor projected = downsample[0]->as<nn::Conv2d>()->forward(x);
+  return BatchNormAct(projected, *downsample[1]->as<nn::BatchNorm2d>(), {}, Activation::kNone);
 }
 
 // Two 3x3 convs; ResNet-18/34.
@@ -35,10 +44,9 @@ class BasicBlockImpl : public nn::Module {
   }
 
   torch::Tensor forward(torch::Tensor x) {
-    torch::Tensor identity = downsample_ ? downsample_->forward(x) : x;  // (B, planes, h, w)
-    torch::Tensor out = torch::relu(bn1_(conv1_(x)));
-    out = bn2_(conv2_(out));
-    return torch::relu(out + identity);
+    const torch::Tensor identity = Shortcut(downsample_, x);  // (B, planes, h, w)
+    const torch::Tensor out = BatchNormAct(conv1_(x), *bn1_, {}, Activation::kRelu);
+    return BatchNormAct(conv2_(out), *bn2_, identity, Activation::kRelu);
   }
 
  private:
@@ -65,11 +73,10 @@ class BottleneckImpl : public nn::Module {
   }
 
   torch::Tensor forward(torch::Tensor x) {
-    torch::Tensor identity = downsample_ ? downsample_->forward(x) : x;  // (B, 4 planes, h, w)
-    torch::Tensor out = torch::relu(bn1_(conv1_(x)));
-    out = torch::relu(bn2_(conv2_(out)));
-    out = bn3_(conv3_(out));
-    return torch::relu(out + identity);
+    const torch::Tensor identity = Shortcut(downsample_, x);  // (B, 4 planes, h, w)
+    torch::Tensor out = BatchNormAct(conv1_(x), *bn1_, {}, Activation::kRelu);
+    out = BatchNormAct(conv2_(out), *bn2_, {}, Activation::kRelu);
+    return BatchNormAct(conv3_(out), *bn3_, identity, Activation::kRelu);
   }
 
  private:
@@ -140,14 +147,14 @@ ResNet::ResNet(int depth, int64_t in_channels, int64_t num_classes, int64_t heig
 }
 
 torch::Tensor ResNet::forward(torch::Tensor x) {
-  x = torch::relu(bn1_(conv1_(x)));  // (B, 64, H, W) CIFAR stem; (B, 64, H/2, W/2) ImageNet
-  if (maxpool_) x = maxpool_(x);     // (B, 64, H/4, W/4)
-  x = layer1_->forward(x);           // (B, 64 e, h, w), e = block expansion
-  x = layer2_->forward(x);           // (B, 128 e, h/2, w/2)
-  x = layer3_->forward(x);           // (B, 256 e, h/4, w/4)
-  x = layer4_->forward(x);           // (B, 512 e, h/8, w/8)
-  x = avgpool_(x).flatten(1);        // (B, 512 e)
-  return fc_(x);                     // (B, classes)
+  x = BatchNormAct(conv1_(x), *bn1_, {}, Activation::kRelu);  // (B, 64, H, W) CIFAR; (B, 64, H/2, W/2)
+  if (maxpool_) x = maxpool_(x);                               // (B, 64, H/4, W/4)
+  x = layer1_->forward(x);                                     // (B, 64 e, h, w), e = block expansion
+  x = layer2_->forward(x);                                     // (B, 128 e, h/2, w/2)
+  x = layer3_->forward(x);                                     // (B, 256 e, h/4, w/4)
+  x = layer4_->forward(x);                                     // (B, 512 e, h/8, w/8)
+  x = avgpool_(x).flatten(1);                                  // (B, 512 e)
+  return fc_(x);                                               // (B, classes)
 }
 
 }  // namespace mgpu

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "common/status.h"
+#include "models/batch_norm_act.h"
 
 namespace mgpu {
 
@@ -73,7 +74,16 @@ Vgg::Vgg(int depth, int64_t in_channels, int64_t num_classes, int64_t height, in
 }
 
 torch::Tensor Vgg::forward(torch::Tensor x) {
-  x = features_->forward(x);   // (B, 512, H/32, W/32)
+  // features_: (conv, batch norm, relu) per conv and the max-pools, as the constructor made them;
+  // each triple is one ConvBatchNormAct.
+  for (size_t i = 0; i < features_->size(); ++i) {
+    if (auto* conv = features_[i]->as<nn::Conv2d>()) {
+      x = ConvBatchNormAct(x, *conv, *features_[i + 1]->as<nn::BatchNorm2d>(), Activation::kRelu);
+      i += 2;
+    } else {
+      x = features_[i]->as<nn::MaxPool2d>()->forward(x);
+    }
+  }  // (B, 512, H/32, W/32)
   x = avgpool_(x).flatten(1);  // (B, 512)
   return classifier_(x);       // (B, classes)
 }

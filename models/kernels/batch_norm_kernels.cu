@@ -1,0 +1,113 @@
+// Thread blocks over batch_norm_math.h's phases: the reductions and the element-wise passes on a
+// grid of s.tiles() x s.splits blocks of kBnBlockThreads, the finalizes a warp per channel.
+#include "models/kernels/batch_norm_kernels.h"
+
+namespace mgpu::kernels {
+namespace {
+
+constexpr int kFinalizeThreads = 256;  // 8 channels a block
+// Two blocks of the tile kernels per SM: 16 warps, each with kBnRowsInFlight rows of loads in flight.
+constexpr int kBnBlocksPerSm = 2;
+
+dim3 TileGrid(const BatchNormShape& s) { return dim3(s.splits, s.tiles()); }
+int FinalizeBlocks(const BatchNormShape& s) {
+  constexpr int kChannelsPerBlock = kFinalizeThreads / kSumLanes;
+  return (s.channels + kChannelsPerBlock - 1) / kChannelsPerBlock;
+}
+// The warp's channel in a finalize block.
+__device__ int FinalizeChannelOfThisWarp() { return (blockIdx.x * blockDim.x + threadIdx.x) / kSumLanes; }
+
+template <typename T>
+__global__ void __launch_bounds__(kBnBlockThreads, kBnBlocksPerSm)
+    StatisticsKernel(BatchNormShape s, const T* __restrict__ x, float* __restrict__ partials) {
+  __shared__ float lane_sums[2 * kBnRowLanes * kBnTileChannels];
+  StatisticsLaneSums(s, x, blockIdx.x, blockIdx.y, lane_sums, threadIdx.x, blockDim.x);
+  __syncthreads();
+  StoreSplitPartials(s, blockIdx.x, blockIdx.y, lane_sums, partials, threadIdx.x, blockDim.x);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kFinalizeThreads)
+    FinalizeKernel(BatchNormShape s, const T* __restrict__ x, const float* __restrict__ partials,
+                   BatchNormParameters p, BatchNormStatistics st) {
+  const int c = FinalizeChannelOfThisWarp();
+  if (c >= s.channels) return;  // the whole warp
+  float sums[2];
+  SplitSums(s, partials, c, sums);
+  if (threadIdx.x % kSumLanes == 0) FinalizeChannel(s, p, c, ToFloat(x[c]), sums, st);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBnBlockThreads, kBnBlocksPerSm)
+    ApplyKernel(BatchNormShape s, const T* __restrict__ x, const T* __restrict__ residual, BatchNormStatistics st,
+                bool relu, T* __restrict__ y) {
+  Apply(s, x, residual, st, relu, blockIdx.x, blockIdx.y, y, threadIdx.x, blockDim.x);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBnBlockThreads, kBnBlocksPerSm)
+    GradientSumsKernel(BatchNormShape s, const T* __restrict__ x, const T* __restrict__ y, const T* __restrict__ gy,
+                       BatchNormStatistics st, bool relu, float* __restrict__ partials) {
+  __shared__ float lane_sums[2 * kBnRowLanes * kBnTileChannels];
+  GradientLaneSums(s, x, y, gy, st, relu, blockIdx.x, blockIdx.y, lane_sums, threadIdx.x, blockDim.x);
+  __syncthreads();
+  StoreSplitPartials(s, blockIdx.x, blockIdx.y, lane_sums, partials, threadIdx.x, blockDim.x);
+}
+
+__global__ void __launch_bounds__(kFinalizeThreads)
+    GradientFinalizeKernel(BatchNormShape s, const float* __restrict__ partials, const float* __restrict__ gamma,
+                           const float* __restrict__ invstd, BatchNormGradients g) {
+  const int c = FinalizeChannelOfThisWarp();
+  if (c >= s.channels) return;
+  float sums[2];
+  SplitSums(s, partials, c, sums);
+  if (threadIdx.x % kSumLanes == 0) FinalizeGradientChannel(s, gamma, invstd, c, sums, g);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBnBlockThreads, kBnBlocksPerSm)
+    GradientApplyKernel(BatchNormShape s, const T* __restrict__ x, const T* __restrict__ y, const T* __restrict__ gy,
+                        BatchNormStatistics st, BatchNormGradients g, bool relu, T* __restrict__ gx,
+                        T* __restrict__ gresidual) {
+  GradientApply(s, x, y, gy, st, g, relu, blockIdx.x, blockIdx.y, gx, gresidual, threadIdx.x, blockDim.x);
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t LaunchBatchNormForward(const BatchNormShape& s, const T* x, const T* residual, const BatchNormParameters& p,
+                                   bool relu, float* partials, const BatchNormStatistics& st, T* y,
+                                   cudaStream_t stream) {
+  StatisticsKernel<<<TileGrid(s), kBnBlockThreads, 0, stream>>>(s, x, partials);
+  if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) return error;
+  FinalizeKernel<<<FinalizeBlocks(s), kFinalizeThreads, 0, stream>>>(s, x, partials, p, st);
+  if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) return error;
+  ApplyKernel<<<TileGrid(s), kBnBlockThreads, 0, stream>>>(s, x, residual, st, relu, y);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t LaunchBatchNormBackward(const BatchNormShape& s, const T* x, const T* y, const T* gy, const float* gamma,
+                                    const BatchNormStatistics& st, bool relu, float* partials, float* coefficients,
+                                    float* ggamma, float* gbeta, T* gx, T* gresidual, cudaStream_t stream) {
+  const BatchNormGradients g{ggamma, gbeta, coefficients, coefficients + s.channels, coefficients + 2 * s.channels};
+  GradientSumsKernel<<<TileGrid(s), kBnBlockThreads, 0, stream>>>(s, x, y, gy, st, relu, partials);
+  if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) return error;
+  GradientFinalizeKernel<<<FinalizeBlocks(s), kFinalizeThreads, 0, stream>>>(s, partials, gamma, st.invstd, g);
+  if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) return error;
+  GradientApplyKernel<<<TileGrid(s), kBnBlockThreads, 0, stream>>>(s, x, y, gy, st, g, relu, gx, gresidual);
+  return cudaGetLastError();
+}
+
+#define MGPU_BATCH_NORM_INSTANCES(T)                                                                                \
+  template cudaError_t LaunchBatchNormForward<T>(const BatchNormShape&, const T*, const T*,                         \
+                                                 const BatchNormParameters&, bool, float*, const BatchNormStatistics&, \
+                                                 T*, cudaStream_t);                                                  \
+  template cudaError_t LaunchBatchNormBackward<T>(const BatchNormShape&, const T*, const T*, const T*, const float*, \
+                                                  const BatchNormStatistics&, bool, float*, float*, float*, float*,  \
+                                                  T*, T*, cudaStream_t);
+MGPU_BATCH_NORM_INSTANCES(Bf16)
+MGPU_BATCH_NORM_INSTANCES(float)
+#undef MGPU_BATCH_NORM_INSTANCES
+
+}  // namespace mgpu::kernels

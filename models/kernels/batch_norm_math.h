@@ -1,0 +1,530 @@
+// The arithmetic of mgpu's fused training-mode batch norm, y = act(bn(x) [+ residual]) with act
+// relu or none, over a channels-last activation, as the phases of its CUDA kernels' thread blocks
+// (batch_norm_kernels.cu; block_phases.h says what a phase is), which the CPU tests run block by
+// block (tests/support/batch_norm_on_host.h).
+//
+// Shapes: x, residual, y and their gradients are (M, C) row-major: a channels-last (N, C, H, W)
+// tensor with M = N H W rows of C channels, in bfloat16 (Bf16) or float32, C a multiple of
+// kBnVector, 16-byte aligned. Per channel, float32: gamma, beta, running mean and variance, and
+// what the forward saves for the backward (mean, invstd).
+//
+// Semantics are ATen's batch_norm in training mode (biased variance to normalize, unbiased for
+// the running variance, running = running + momentum (batch - running)) followed by ATen's add and
+// relu (NaN passes; relu's backward zeroes the gradient where y <= 0), computed in float32 and
+// rounded once to the element type (ATen rounds bn's output, then the sum, to bfloat16).
+//
+// A reduction over the rows (the forward's statistics, the backward's two sums) splits them into
+// s.splits ranges of s.rows_per_split; a block takes one range of one tile of kBnTileChannels
+// channels. Lane l (of kBnRowLanes) of a tile sums rows begin + l, begin + l + kBnRowLanes, ...
+// in order; the lanes' sums are added in lane order (the split's partial), the splits' partials in
+// split order (lane j of a warp sums splits j, j + 32, ..., then the 32 lanes' sums pairwise,
+// offsets 16, 8, 4, 2, 1). No atomics and a split that depends on the shape alone: the same bits
+// every run, on any GPU. The forward's statistics are sums of d = x - x[0, c] (shifted by the first
+// row, so that a mean far from zero does not cancel the variance's digits).
+//
+// Kernels (the reductions' grid: s.tiles() x s.splits blocks of kBnBlockThreads; the element-wise
+// ones use the same grid, a thread keeping its channels' coefficients in registers):
+//   statistics      partials[2][splits][C]: sum d, sum d^2 per split
+//   finalize        mean, invstd, scale, shift, running stats; a warp per channel
+//   apply           y = act(x * scale + shift [+ residual])
+//   grad sums       partials[2][splits][C]: sum g, sum g (x - mean), g = gy where act passes
+//   grad finalize   gamma's and beta's gradients, gx's coefficients; a warp per channel
+//   grad apply      gx = a g + b (x - mean) + c, and g itself as the residual's gradient
+// Where relu follows bn with no residual, the backward recomputes y from x (the forward's float32
+// arithmetic and rounding, so the same bits) instead of reading it: one tensor fewer in each pass.
+// A bias the input lacks (`input_bias`: a convolution's, folded into the batch norm, which
+// subtracts the mean and so cancels it) only moves the running mean; its gradient, a sum of gx
+// over the rows, is exactly zero.
+#pragma once
+
+#include <cstring>
+
+#include "models/kernels/block_phases.h"
+
+namespace mgpu::kernels {
+
+// A bfloat16 element, as its bits (c10::BFloat16's layout).
+struct Bf16 {
+  uint16_t bits;
+};
+
+constexpr int kBnVector = 8;                                    // channels a thread loads at once (16 bytes of bf16)
+constexpr int kBnTileChannels = 64;                             // channels of a block's tile
+constexpr int kBnVectorsPerRow = kBnTileChannels / kBnVector;   // 8
+constexpr int kBnRowLanes = 32;                                 // a tile's interleaved row sums
+constexpr int kBnBlockThreads = kBnRowLanes * kBnVectorsPerRow;  // 256: one (lane, vector) each
+// Blocks a kernel aims for (8 per SM of an H100, each 256 threads: enough loads in flight for the
+// memory); a shape constant, so that the splits and the sums' order never depend on the GPU.
+constexpr int kBnTargetBlocks = 1056;
+constexpr int kBnMinRowsPerSplit = 4 * kBnRowLanes;
+// Rows a lane loads before it uses them (in order): the gradient passes load three tensors a row.
+constexpr int kBnRowsInFlight = 4;
+constexpr int kBnGradientRowsInFlight = 2;
+
+struct BatchNormShape {
+  int64_t rows = 0;  // M
+  int channels = 0;  // C
+  int splits = 0;
+  int64_t rows_per_split = 0;
+
+  MGPU_HOST_DEVICE int tiles() const { return (channels + kBnTileChannels - 1) / kBnTileChannels; }
+  MGPU_HOST_DEVICE int64_t split_begin(int split) const { return split * rows_per_split; }
+  MGPU_HOST_DEVICE int64_t split_end(int split) const {
+    const int64_t end = (split + 1) * rows_per_split;
+    return end < rows ? end : rows;
+  }
+  MGPU_HOST_DEVICE int64_t partial_floats() const { return int64_t{2} * splits * channels; }
+};
+
+inline BatchNormShape MakeBatchNormShape(int64_t rows, int channels) {
+  BatchNormShape s;
+  s.rows = rows, s.channels = channels;
+  const int64_t wanted = kBnTargetBlocks / s.tiles() > 1 ? kBnTargetBlocks / s.tiles() : 1;
+  const int64_t most = (rows + kBnMinRowsPerSplit - 1) / kBnMinRowsPerSplit;
+  const int64_t splits = wanted < most ? wanted : most;
+  s.rows_per_split = (rows + splits - 1) / splits;
+  s.splits = static_cast<int>((rows + s.rows_per_split - 1) / s.rows_per_split);
+  return s;
+}
+
+// Whether the kernels take the shape: rows to sum over (ATen refuses one value per channel), whole
+// vectors of channels, tiles within a grid's y dimension (65,535) and indices within their types.
+inline bool FitsTheBatchNormKernels(int64_t rows, int64_t channels) {
+  return rows > 1 && channels > 0 && channels % kBnVector == 0 && channels <= (1 << 20) &&
+         rows * channels < (int64_t{1} << 46);
+}
+
+// ---- elements ----
+
+MGPU_HOST_DEVICE inline float BitsToFloat(uint32_t bits) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(bits);
+#else
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+#endif
+}
+
+MGPU_HOST_DEVICE inline uint32_t FloatToBits(float value) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(value);
+#else
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+#endif
+}
+
+MGPU_HOST_DEVICE inline float ToFloat(Bf16 value) { return BitsToFloat(uint32_t{value.bits} << 16); }
+MGPU_HOST_DEVICE inline float ToFloat(float value) { return value; }
+
+// Rounds to the nearest bfloat16, ties to even, as c10::BFloat16 does; a NaN stays a NaN.
+MGPU_HOST_DEVICE inline void FromFloat(float value, Bf16* out) {
+  const uint32_t bits = FloatToBits(value);
+  out->bits = value != value ? uint16_t{0x7fc0} : static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+MGPU_HOST_DEVICE inline void FromFloat(float value, float* out) { *out = value; }
+
+// value rounded to T, as StoreVector rounds it.
+template <typename T>
+MGPU_HOST_DEVICE inline float RoundedTo(float value) {
+  T element;
+  FromFloat(value, &element);
+  return ToFloat(element);
+}
+
+// v <- the kBnVector elements at p (16-byte aligned), as single 16-byte loads on the GPU.
+MGPU_HOST_DEVICE inline void LoadVector(const Bf16* p, float* v) {
+#ifdef __CUDA_ARCH__
+  const uint4 packed = *reinterpret_cast<const uint4*>(p);
+  const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
+  MGPU_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    v[2 * i] = __uint_as_float(words[i] << 16);
+    v[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+  }
+#else
+  for (int i = 0; i < kBnVector; ++i) v[i] = ToFloat(p[i]);
+#endif
+}
+
+MGPU_HOST_DEVICE inline void LoadVector(const float* p, float* v) {
+#ifdef __CUDA_ARCH__
+  const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+#else
+  for (int i = 0; i < kBnVector; ++i) v[i] = p[i];
+#endif
+}
+
+template <typename T>
+MGPU_HOST_DEVICE inline void StoreVector(const float* v, T* p) {
+#ifdef __CUDA_ARCH__
+  if constexpr (sizeof(T) == 2) {
+    Bf16 e[kBnVector];
+    MGPU_UNROLL
+    for (int i = 0; i < kBnVector; ++i) FromFloat(v[i], &e[i]);
+    uint4 packed;
+    packed.x = e[0].bits | uint32_t{e[1].bits} << 16, packed.y = e[2].bits | uint32_t{e[3].bits} << 16;
+    packed.z = e[4].bits | uint32_t{e[5].bits} << 16, packed.w = e[6].bits | uint32_t{e[7].bits} << 16;
+    *reinterpret_cast<uint4*>(p) = packed;
+  } else {
+    reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+  }
+#else
+  for (int i = 0; i < kBnVector; ++i) FromFloat(v[i], &p[i]);
+#endif
+}
+
+// The channels c, ..., c + kBnVector - 1 (from per-channel float arrays), into registers.
+MGPU_HOST_DEVICE inline void LoadChannels(const float* array, int c, float* v) {
+  MGPU_UNROLL
+  for (int i = 0; i < kBnVector; ++i) v[i] = LoadReadOnly(array + c + i);
+}
+
+// ---- a block's (lane, vector) items: item i of a tile is lane i / kBnVectorsPerRow, vector
+// i % kBnVectorsPerRow, so a warp reads four whole 128-byte rows of a 64-channel tile ----
+
+struct TileItem {
+  int lane, channel;  // channel: the vector's first channel
+};
+
+MGPU_HOST_DEVICE inline TileItem ItemOf(int tile, int item) {
+  return {item / kBnVectorsPerRow, tile * kBnTileChannels + (item % kBnVectorsPerRow) * kBnVector};
+}
+
+// Calls row(r) for the rows of `split` that `lane` sums, in order, loading kBnRowsInFlight rows'
+// vectors before it adds them: load(r, v) fills v, add(v) adds them.
+template <typename Load, typename Add>
+MGPU_HOST_DEVICE inline void ForLaneRows(const BatchNormShape& s, int split, int lane, const Load& load,
+                                         const Add& add) {
+  const int64_t end = s.split_end(split);
+  for (int64_t base = s.split_begin(split) + lane; base < end; base += kBnRowsInFlight * kBnRowLanes) {
+    float v[kBnRowsInFlight][kBnVector];
+    MGPU_UNROLL
+    for (int u = 0; u < kBnRowsInFlight; ++u) {
+      if (base + u * kBnRowLanes < end) load(base + u * kBnRowLanes, v[u]);
+    }
+    MGPU_UNROLL
+    for (int u = 0; u < kBnRowsInFlight; ++u) {
+      if (base + u * kBnRowLanes < end) add(v[u]);
+    }
+  }
+}
+
+// lane_sums (2 x kBnRowLanes x kBnTileChannels floats, shared) -> partials[which][split][c]: the
+// lanes' sums added in lane order, for the tile's channels.
+MGPU_HOST_DEVICE inline void StoreSplitPartials(const BatchNormShape& s, int split, int tile, const float* lane_sums,
+                                                float* partials, int thread, int threads) {
+  for (int i = thread; i < 2 * kBnTileChannels; i += threads) {
+    const int which = i / kBnTileChannels, column = i % kBnTileChannels;
+    const int c = tile * kBnTileChannels + column;
+    if (c >= s.channels) continue;
+    float sum = 0.f;
+    for (int lane = 0; lane < kBnRowLanes; ++lane) {
+      sum += lane_sums[(which * kBnRowLanes + lane) * kBnTileChannels + column];
+    }
+    partials[(int64_t{which} * s.splits + split) * s.channels + c] = sum;
+  }
+}
+
+// ---- forward ----
+
+// Each item's lane sums of d = x - x[0, c] and of d^2 over the split's rows, into lane_sums.
+template <typename T>
+MGPU_HOST_DEVICE inline void StatisticsLaneSums(const BatchNormShape& s, const T* x, int split, int tile,
+                                                float* lane_sums, int thread, int threads) {
+  for (int i = thread; i < kBnBlockThreads; i += threads) {
+    const TileItem item = ItemOf(tile, i);
+    if (item.channel >= s.channels) continue;
+    float shift[kBnVector], sum[kBnVector] = {}, squares[kBnVector] = {};
+    LoadVector(x + item.channel, shift);
+    ForLaneRows(
+        s, split, item.lane, [&](int64_t r, float* v) { LoadVector(x + r * s.channels + item.channel, v); },
+        [&](const float* v) {
+          MGPU_UNROLL
+          for (int k = 0; k < kBnVector; ++k) {
+            const float d = v[k] - shift[k];
+            sum[k] += d;
+            squares[k] = fmaf(d, d, squares[k]);
+          }
+        });
+    const int column = item.channel - tile * kBnTileChannels;
+    MGPU_UNROLL
+    for (int k = 0; k < kBnVector; ++k) {
+      lane_sums[item.lane * kBnTileChannels + column + k] = sum[k];
+      lane_sums[(kBnRowLanes + item.lane) * kBnTileChannels + column + k] = squares[k];
+    }
+  }
+}
+
+constexpr int kSumLanes = 32;  // a finalize warp's lanes
+
+// Lane `lane`'s sums of partials[0 and 1][split][c] over splits lane, lane + kSumLanes, ...
+MGPU_HOST_DEVICE inline void LaneSplitSums(const BatchNormShape& s, const float* partials, int c, int lane,
+                                           float* sums) {
+  sums[0] = sums[1] = 0.f;
+  for (int split = lane; split < s.splits; split += kSumLanes) {
+    sums[0] += partials[int64_t{split} * s.channels + c];
+    sums[1] += partials[(int64_t{s.splits} + split) * s.channels + c];
+  }
+}
+
+// sums[2] <- the splits' partials of channel c, added as the header says. A warp's 32 threads
+// call it together and all get the sums; on the host one call computes every lane's part.
+MGPU_HOST_DEVICE inline void SplitSums(const BatchNormShape& s, const float* partials, int c, float* sums) {
+#ifdef __CUDA_ARCH__
+  LaneSplitSums(s, partials, c, threadIdx.x % kSumLanes, sums);
+  MGPU_UNROLL
+  for (int offset = kSumLanes / 2; offset > 0; offset /= 2) {
+    sums[0] += __shfl_xor_sync(0xffffffffu, sums[0], offset);
+    sums[1] += __shfl_xor_sync(0xffffffffu, sums[1], offset);
+  }
+#else
+  float lanes[kSumLanes][2];
+  for (int lane = 0; lane < kSumLanes; ++lane) LaneSplitSums(s, partials, c, lane, lanes[lane]);
+  for (int offset = kSumLanes / 2; offset > 0; offset /= 2) {
+    float added[kSumLanes][2];
+    for (int lane = 0; lane < kSumLanes; ++lane) {
+      for (int k = 0; k < 2; ++k) added[lane][k] = lanes[lane][k] + lanes[lane ^ offset][k];
+    }
+    std::memcpy(lanes, added, sizeof lanes);
+  }
+  sums[0] = lanes[0][0], sums[1] = lanes[0][1];
+#endif
+}
+
+// The forward's per-channel parameters and outputs. running_mean and running_var may be null
+// (a batch norm that tracks no running statistics), input_bias too (none folded in).
+struct BatchNormParameters {
+  const float* gamma = nullptr;
+  const float* beta = nullptr;
+  float* running_mean = nullptr;
+  float* running_var = nullptr;
+  const float* input_bias = nullptr;
+  float eps = 1e-5f, momentum = 0.1f;
+};
+
+struct BatchNormStatistics {  // per channel, written by the finalize
+  float* mean = nullptr;
+  float* invstd = nullptr;
+  float* scale = nullptr;  // gamma invstd
+  float* shift = nullptr;  // beta - mean scale
+};
+
+// Channel c's statistics from its sums of d = x - first and d^2 over the M rows.
+MGPU_HOST_DEVICE inline void FinalizeChannel(const BatchNormShape& s, const BatchNormParameters& p, int c,
+                                             float first, const float* sums, const BatchNormStatistics& out) {
+  const float rows = static_cast<float>(s.rows);
+  const float mean_d = sums[0] / rows;
+  const float variance = Relu(fmaf(-mean_d, mean_d, sums[1] / rows));  // rounding's negatives to 0, a NaN kept
+  const float mean = first + mean_d;
+  const float invstd = 1.f / sqrtf(variance + p.eps);
+  const float scale = p.gamma[c] * invstd;
+  out.mean[c] = mean, out.invstd[c] = invstd, out.scale[c] = scale;
+  out.shift[c] = fmaf(-mean, scale, p.beta[c]);
+  if (p.running_mean != nullptr) {
+    // unbiased - running as one fmaf: nvcc would contract a product and a subtraction into one.
+    const float unbiased_minus_running = fmaf(variance, rows / static_cast<float>(s.rows - 1), -p.running_var[c]);
+    const float input_mean = p.input_bias != nullptr ? mean + p.input_bias[c] : mean;
+    p.running_mean[c] = fmaf(p.momentum, input_mean - p.running_mean[c], p.running_mean[c]);
+    p.running_var[c] = fmaf(p.momentum, unbiased_minus_running, p.running_var[c]);
+  }
+}
+
+// act(z): relu's or none's.
+MGPU_HOST_DEVICE inline float Activated(float z, bool relu) { return relu ? Relu(z) : z; }
+
+// The element-wise pass: y = act(x scale + shift [+ residual]) over the split's rows of the item.
+template <typename T>
+MGPU_HOST_DEVICE inline void ApplyItem(const BatchNormShape& s, const T* x, const T* residual,
+                                       const BatchNormStatistics& st, bool relu, int split, TileItem item, T* y) {
+  float scale[kBnVector], shift[kBnVector];
+  LoadChannels(st.scale, item.channel, scale);
+  LoadChannels(st.shift, item.channel, shift);
+  const int64_t end = s.split_end(split);
+  for (int64_t base = s.split_begin(split) + item.lane; base < end; base += kBnRowsInFlight * kBnRowLanes) {
+    float v[kBnRowsInFlight][kBnVector], r[kBnRowsInFlight][kBnVector];
+    MGPU_UNROLL
+    for (int u = 0; u < kBnRowsInFlight; ++u) {
+      const int64_t at = (base + u * kBnRowLanes) * s.channels + item.channel;
+      if (base + u * kBnRowLanes >= end) continue;
+      LoadVector(x + at, v[u]);
+      if (residual != nullptr) LoadVector(residual + at, r[u]);
+    }
+    MGPU_UNROLL
+    for (int u = 0; u < kBnRowsInFlight; ++u) {
+      if (base + u * kBnRowLanes >= end) continue;
+      MGPU_UNROLL
+      for (int k = 0; k < kBnVector; ++k) {
+        const float z = fmaf(v[u][k], scale[k], shift[k]);
+        v[u][k] = Activated(residual != nullptr ? z + r[u][k] : z, relu);
+      }
+      StoreVector(v[u], y + (base + u * kBnRowLanes) * s.channels + item.channel);
+    }
+  }
+}
+
+template <typename T>
+MGPU_HOST_DEVICE inline void Apply(const BatchNormShape& s, const T* x, const T* residual,
+                                   const BatchNormStatistics& st, bool relu, int split, int tile, T* y, int thread,
+                                   int threads) {
+  for (int i = thread; i < kBnBlockThreads; i += threads) {
+    const TileItem item = ItemOf(tile, i);
+    if (item.channel < s.channels) ApplyItem(s, x, residual, st, relu, split, item, y);
+  }
+}
+
+// ---- backward ----
+
+// The gradient that reaches bn's output (and the residual): ATen's threshold_backward, zero where
+// relu's output is <= 0 (a NaN output passes gy).
+MGPU_HOST_DEVICE inline float PassedGradient(float gy, float y, bool relu) { return relu && y <= 0.f ? 0.f : gy; }
+
+// relu's output where the forward added no residual, recomputed from x as the forward computed
+// and rounded it.
+template <typename T>
+MGPU_HOST_DEVICE inline float RecomputedOutput(float x, float scale, float shift) {
+  return RoundedTo<T>(Activated(fmaf(x, scale, shift), true));
+}
+
+// A backward item's per-channel values: the mean, and the forward's scale and shift where it
+// recomputes y (relu, y null).
+struct GradientItemChannels {
+  float mean[kBnVector], scale[kBnVector], shift[kBnVector];
+  bool recompute;
+
+  MGPU_HOST_DEVICE GradientItemChannels(const BatchNormStatistics& st, const void* y, bool relu, int channel)
+      : recompute(relu && y == nullptr) {
+    LoadChannels(st.mean, channel, mean);
+    if (recompute) {
+      LoadChannels(st.scale, channel, scale);
+      LoadChannels(st.shift, channel, shift);
+    }
+  }
+  // The gradient relu passes at an element: gy where y > 0 (or no relu), y read or recomputed.
+  template <typename T>
+  MGPU_HOST_DEVICE float Passed(float gy, float x, float y, bool relu, int k) const {
+    if (!relu) return gy;
+    return PassedGradient(gy, recompute ? RecomputedOutput<T>(x, scale[k], shift[k]) : y, true);
+  }
+};
+
+// Each item's lane sums of g and of g (x - mean) over the split's rows, into lane_sums.
+template <typename T>
+MGPU_HOST_DEVICE inline void GradientLaneSums(const BatchNormShape& s, const T* x, const T* y, const T* gy,
+                                              const BatchNormStatistics& st, bool relu, int split, int tile,
+                                              float* lane_sums, int thread, int threads) {
+  constexpr int kRows = kBnGradientRowsInFlight;
+  for (int i = thread; i < kBnBlockThreads; i += threads) {
+    const TileItem item = ItemOf(tile, i);
+    if (item.channel >= s.channels) continue;
+    const GradientItemChannels channels(st, y, relu, item.channel);
+    const bool read_y = relu && !channels.recompute;
+    float sum[kBnVector] = {}, products[kBnVector] = {};
+    const int64_t end = s.split_end(split);
+    for (int64_t base = s.split_begin(split) + item.lane; base < end; base += kRows * kBnRowLanes) {
+      float xv[kRows][kBnVector], yv[kRows][kBnVector] = {}, gv[kRows][kBnVector];
+      MGPU_UNROLL
+      for (int u = 0; u < kRows; ++u) {
+        const int64_t at = (base + u * kBnRowLanes) * s.channels + item.channel;
+        if (base + u * kBnRowLanes >= end) continue;
+        LoadVector(x + at, xv[u]);
+        LoadVector(gy + at, gv[u]);
+        if (read_y) LoadVector(y + at, yv[u]);
+      }
+      MGPU_UNROLL
+      for (int u = 0; u < kRows; ++u) {
+        if (base + u * kBnRowLanes >= end) continue;
+        MGPU_UNROLL
+        for (int k = 0; k < kBnVector; ++k) {
+          const float g = channels.Passed<T>(gv[u][k], xv[u][k], yv[u][k], relu, k);
+          sum[k] += g;
+          products[k] = fmaf(g, xv[u][k] - channels.mean[k], products[k]);
+        }
+      }
+    }
+    const int column = item.channel - tile * kBnTileChannels;
+    MGPU_UNROLL
+    for (int k = 0; k < kBnVector; ++k) {
+      lane_sums[item.lane * kBnTileChannels + column + k] = sum[k];
+      lane_sums[(kBnRowLanes + item.lane) * kBnTileChannels + column + k] = products[k];
+    }
+  }
+}
+
+struct BatchNormGradients {
+  float* gamma = nullptr;  // d loss / d gamma, d loss / d beta
+  float* beta = nullptr;
+  // gx = a g + b (x - mean) + c, per channel
+  float* a = nullptr;
+  float* b = nullptr;
+  float* c = nullptr;
+};
+
+// Channel c's gradients of gamma and beta and gx's coefficients from its sums of g and
+// g (x - mean) over the M rows: ATen's gx = gamma invstd (g - mean(g) - x̂ mean(g x̂)).
+MGPU_HOST_DEVICE inline void FinalizeGradientChannel(const BatchNormShape& s, const float* gamma, const float* invstd,
+                                                     int c, const float* sums, const BatchNormGradients& out) {
+  const float rows = static_cast<float>(s.rows);
+  const float a = gamma[c] * invstd[c];
+  out.gamma[c] = sums[1] * invstd[c];
+  out.beta[c] = sums[0];
+  out.a[c] = a;
+  out.b[c] = -a * invstd[c] * invstd[c] * (sums[1] / rows);
+  out.c[c] = -a * (sums[0] / rows);
+}
+
+// gx (and, unless null, g as the residual's gradient) over the split's rows of the item.
+template <typename T>
+MGPU_HOST_DEVICE inline void GradientApplyItem(const BatchNormShape& s, const T* x, const T* y, const T* gy,
+                                               const BatchNormStatistics& st, const BatchNormGradients& coefficients,
+                                               bool relu, int split, TileItem item, T* gx, T* gresidual) {
+  constexpr int kRows = kBnGradientRowsInFlight;
+  const GradientItemChannels channels(st, y, relu, item.channel);
+  const bool read_y = relu && !channels.recompute;
+  float a[kBnVector], b[kBnVector], c[kBnVector];
+  LoadChannels(coefficients.a, item.channel, a);
+  LoadChannels(coefficients.b, item.channel, b);
+  LoadChannels(coefficients.c, item.channel, c);
+  const int64_t end = s.split_end(split);
+  for (int64_t base = s.split_begin(split) + item.lane; base < end; base += kRows * kBnRowLanes) {
+    float xv[kRows][kBnVector], yv[kRows][kBnVector] = {}, gv[kRows][kBnVector];
+    MGPU_UNROLL
+    for (int u = 0; u < kRows; ++u) {
+      const int64_t at = (base + u * kBnRowLanes) * s.channels + item.channel;
+      if (base + u * kBnRowLanes >= end) continue;
+      LoadVector(x + at, xv[u]);
+      LoadVector(gy + at, gv[u]);
+      if (read_y) LoadVector(y + at, yv[u]);
+    }
+    MGPU_UNROLL
+    for (int u = 0; u < kRows; ++u) {
+      const int64_t at = (base + u * kBnRowLanes) * s.channels + item.channel;
+      if (base + u * kBnRowLanes >= end) continue;
+      MGPU_UNROLL
+      for (int k = 0; k < kBnVector; ++k) {
+        const float g = channels.Passed<T>(gv[u][k], xv[u][k], yv[u][k], relu, k);
+        gv[u][k] = g;
+        xv[u][k] = fmaf(b[k], xv[u][k] - channels.mean[k], fmaf(a[k], g, c[k]));
+      }
+      StoreVector(xv[u], gx + at);
+      if (gresidual != nullptr) StoreVector(gv[u], gresidual + at);
+    }
+  }
+}
+
+template <typename T>
+MGPU_HOST_DEVICE inline void GradientApply(const BatchNormShape& s, const T* x, const T* y, const T* gy,
+                                           const BatchNormStatistics& st, const BatchNormGradients& coefficients,
+                                           bool relu, int split, int tile, T* gx, T* gresidual, int thread,
+                                           int threads) {
+  for (int i = thread; i < kBnBlockThreads; i += threads) {
+    const TileItem item = ItemOf(tile, i);
+    if (item.channel < s.channels) GradientApplyItem(s, x, y, gy, st, coefficients, relu, split, item, gx, gresidual);
+  }
+}
+
+}  // namespace mgpu::kernels
