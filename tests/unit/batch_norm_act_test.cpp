@@ -262,5 +262,22 @@ TEST(BatchNormAct, LeavesTheCpuToAten) {
   EXPECT_EQ(ours->num_batches_tracked.item<int64_t>(), 1);
 }
 
+// On the CPU a conv keeps its bias: ConvBatchNormAct is conv, batch norm and relu as before, bit for bit.
+TEST(BatchNormAct, ConvBatchNormActLeavesTheCpuToAten) {
+  torch::manual_seed(4);
+  torch::nn::Conv2d conv(torch::nn::Conv2dOptions(3, 16, 3).padding(1));
+  torch::nn::BatchNorm2d ours(16), atens(16);
+  auto atens_conv = std::dynamic_pointer_cast<torch::nn::Conv2dImpl>(conv->clone());
+  const torch::Tensor x = torch::randn({4, 3, 6, 6});
+  const torch::Tensor y = ConvBatchNormAct(x, *conv, *ours, Activation::kRelu);
+  const torch::Tensor y_aten = torch::relu(atens->forward(atens_conv->forward(x)));
+  EXPECT_TRUE(torch::equal(y, y_aten));
+  const torch::Tensor gy = torch::randn_like(y);
+  y.backward(gy), y_aten.backward(gy);
+  EXPECT_TRUE(torch::equal(conv->bias.grad(), atens_conv->bias.grad())) << "ATen's bias gradient, not zeros";
+  EXPECT_TRUE(torch::equal(conv->weight.grad(), atens_conv->weight.grad()));
+  EXPECT_TRUE(torch::equal(ours->running_mean, atens->running_mean));
+}
+
 }  // namespace
 }  // namespace mgpu
