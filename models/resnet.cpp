@@ -147,7 +147,7 @@ ResNet::ResNet(int depth, int64_t in_channels, int64_t num_classes, int64_t heig
 }
 
 torch::Tensor ResNet::forward(torch::Tensor x) {
-  x = BatchNormAct(conv1_(x), *bn1_, {}, Activation::kRelu);  // (B, 64, H, W) CIFAR; (B, 64, H/2, W/2)
+  x = BatchNormAct(conv1_(x), *bn1_, {}, Activation::kRelu);  // CIFAR (B, 64, H, W); ImageNet H/2, W/2
   if (maxpool_) x = maxpool_(x);                               // (B, 64, H/4, W/4)
   x = layer1_->forward(x);                                     // (B, 64 e, h, w), e = block expansion
   x = layer2_->forward(x);                                     // (B, 128 e, h/2, w/2)
