@@ -1,9 +1,10 @@
 // y = act(bn(x) [+ residual]): a BatchNorm2d in training mode, an optional residual added to its
 // output, then relu or nothing, in mgpu's own CUDA kernels where they apply (models/kernels/
-// batch_norm_*: two passes over x forward, two over x and gy backward (and y, where a residual was
-// added), the add and relu inside them) and as ATen's batch_norm, add and relu otherwise. The conv nets' blocks call it for every
-// batch norm: the ATen sequence reads and writes the activation three more times forward and
-// backward, and at bf16 on an H100 those passes, not the convolutions, were most of a ResNet's step.
+// batch_norm_*: two passes over x forward, two over x and gy backward, and y where a residual was
+// added; the add and relu inside them) and as ATen's batch_norm, add and relu otherwise. The conv
+// nets' blocks call it for every batch norm: the ATen sequence reads and writes the activation
+// three more times forward and backward, and at bf16 on an H100 those passes, not the
+// convolutions, were most of a ResNet's step.
 //
 // The kernels apply to x on a GPU that runs mgpu's fused kernels (models/fused_kernels.h; off
 // with --fused-kernels false) in training mode, bfloat16 or float32, channels-last contiguous
