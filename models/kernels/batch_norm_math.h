@@ -57,7 +57,7 @@ constexpr int kBnBlockThreads = kBnRowLanes * kBnVectorsPerRow;  // 256: one (la
 // memory); a shape constant, so that the splits and the sums' order never depend on the GPU.
 constexpr int kBnTargetBlocks = 1056;
 constexpr int kBnMinRowsPerSplit = 4 * kBnRowLanes;
-// Rows a lane loads before it uses them (in order): the gradient passes load three tensors a row.
+// Rows a lane loads before it uses them (in order): the gradient passes load up to three tensors a row.
 constexpr int kBnRowsInFlight = 4;
 constexpr int kBnGradientRowsInFlight = 2;
 
@@ -76,6 +76,8 @@ struct BatchNormShape {
   MGPU_HOST_DEVICE int64_t partial_floats() const { return int64_t{2} * splits * channels; }
 };
 
+// The kernels' split of a shape that FitsTheBatchNormKernels: about kBnTargetBlocks blocks of
+// (split, tile), at least kBnMinRowsPerSplit rows a split where there are that many.
 inline BatchNormShape MakeBatchNormShape(int64_t rows, int channels) {
   BatchNormShape s;
   s.rows = rows, s.channels = channels;
