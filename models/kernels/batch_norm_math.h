@@ -414,40 +414,53 @@ struct GradientItemChannels {
   }
 };
 
+// Calls use(at, x, g) for the rows of `split` that the item's lane takes, in order: `at` the row's
+// offset of the item's vector, x its kBnVector inputs, g the gradients relu passes to them;
+// kBnGradientRowsInFlight rows of x, gy (and y, where the backward reads it) loaded before any is used.
+template <typename T, typename Use>
+MGPU_HOST_DEVICE inline void ForGradientRows(const BatchNormShape& s, const T* x, const T* y, const T* gy,
+                                             const GradientItemChannels& channels, bool relu, int split,
+                                             TileItem item, const Use& use) {
+  constexpr int kRows = kBnGradientRowsInFlight;
+  const bool read_y = relu && !channels.recompute;
+  const int64_t end = s.split_end(split);
+  for (int64_t base = s.split_begin(split) + item.lane; base < end; base += kRows * kBnRowLanes) {
+    float xv[kRows][kBnVector], yv[kRows][kBnVector] = {}, gv[kRows][kBnVector];
+    MGPU_UNROLL
+    for (int u = 0; u < kRows; ++u) {
+      const int64_t at = (base + u * kBnRowLanes) * s.channels + item.channel;
+      if (base + u * kBnRowLanes >= end) continue;
+      LoadVector(x + at, xv[u]);
+      LoadVector(gy + at, gv[u]);
+      if (read_y) LoadVector(y + at, yv[u]);
+    }
+    MGPU_UNROLL
+    for (int u = 0; u < kRows; ++u) {
+      if (base + u * kBnRowLanes >= end) continue;
+      MGPU_UNROLL
+      for (int k = 0; k < kBnVector; ++k) gv[u][k] = channels.Passed<T>(gv[u][k], xv[u][k], yv[u][k], relu, k);
+      use((base + u * kBnRowLanes) * s.channels + item.channel, xv[u], gv[u]);
+    }
+  }
+}
+
 // Each item's lane sums of g and of g (x - mean) over the split's rows, into lane_sums.
 template <typename T>
 MGPU_HOST_DEVICE inline void GradientLaneSums(const BatchNormShape& s, const T* x, const T* y, const T* gy,
                                               const BatchNormStatistics& st, bool relu, int split, int tile,
                                               float* lane_sums, int thread, int threads) {
-  constexpr int kRows = kBnGradientRowsInFlight;
   for (int i = thread; i < kBnBlockThreads; i += threads) {
     const TileItem item = ItemOf(tile, i);
     if (item.channel >= s.channels) continue;
     const GradientItemChannels channels(st, y, relu, item.channel);
-    const bool read_y = relu && !channels.recompute;
     float sum[kBnVector] = {}, products[kBnVector] = {};
-    const int64_t end = s.split_end(split);
-    for (int64_t base = s.split_begin(split) + item.lane; base < end; base += kRows * kBnRowLanes) {
-      float xv[kRows][kBnVector], yv[kRows][kBnVector] = {}, gv[kRows][kBnVector];
+    ForGradientRows(s, x, y, gy, channels, relu, split, item, [&](int64_t, const float* xv, const float* g) {
       MGPU_UNROLL
-      for (int u = 0; u < kRows; ++u) {
-        const int64_t at = (base + u * kBnRowLanes) * s.channels + item.channel;
-        if (base + u * kBnRowLanes >= end) continue;
-        LoadVector(x + at, xv[u]);
-        LoadVector(gy + at, gv[u]);
-        if (read_y) LoadVector(y + at, yv[u]);
+      for (int k = 0; k < kBnVector; ++k) {
+        sum[k] += g[k];
+        products[k] = fmaf(g[k], xv[k] - channels.mean[k], products[k]);
       }
-      MGPU_UNROLL
-      for (int u = 0; u < kRows; ++u) {
-        if (base + u * kBnRowLanes >= end) continue;
-        MGPU_UNROLL
-        for (int k = 0; k < kBnVector; ++k) {
-          const float g = channels.Passed<T>(gv[u][k], xv[u][k], yv[u][k], relu, k);
-          sum[k] += g;
-          products[k] = fmaf(g, xv[u][k] - channels.mean[k], products[k]);
-        }
-      }
-    }
+    });
     const int column = item.channel - tile * kBnTileChannels;
     MGPU_UNROLL
     for (int k = 0; k < kBnVector; ++k) {
@@ -484,38 +497,18 @@ template <typename T>
 MGPU_HOST_DEVICE inline void GradientApplyItem(const BatchNormShape& s, const T* x, const T* y, const T* gy,
                                                const BatchNormStatistics& st, const BatchNormGradients& coefficients,
                                                bool relu, int split, TileItem item, T* gx, T* gresidual) {
-  constexpr int kRows = kBnGradientRowsInFlight;
   const GradientItemChannels channels(st, y, relu, item.channel);
-  const bool read_y = relu && !channels.recompute;
   float a[kBnVector], b[kBnVector], c[kBnVector];
   LoadChannels(coefficients.a, item.channel, a);
   LoadChannels(coefficients.b, item.channel, b);
   LoadChannels(coefficients.c, item.channel, c);
-  const int64_t end = s.split_end(split);
-  for (int64_t base = s.split_begin(split) + item.lane; base < end; base += kRows * kBnRowLanes) {
-    float xv[kRows][kBnVector], yv[kRows][kBnVector] = {}, gv[kRows][kBnVector];
+  ForGradientRows(s, x, y, gy, channels, relu, split, item, [&](int64_t at, const float* xv, const float* g) {
+    float gxv[kBnVector];
     MGPU_UNROLL
-    for (int u = 0; u < kRows; ++u) {
-      const int64_t at = (base + u * kBnRowLanes) * s.channels + item.channel;
-      if (base + u * kBnRowLanes >= end) continue;
-      LoadVector(x + at, xv[u]);
-      LoadVector(gy + at, gv[u]);
-      if (read_y) LoadVector(y + at, yv[u]);
-    }
-    MGPU_UNROLL
-    for (int u = 0; u < kRows; ++u) {
-      const int64_t at = (base + u * kBnRowLanes) * s.channels + item.channel;
-      if (base + u * kBnRowLanes >= end) continue;
-      MGPU_UNROLL
-      for (int k = 0; k < kBnVector; ++k) {
-        const float g = channels.Passed<T>(gv[u][k], xv[u][k], yv[u][k], relu, k);
-        gv[u][k] = g;
-        xv[u][k] = fmaf(b[k], xv[u][k] - channels.mean[k], fmaf(a[k], g, c[k]));
-      }
-      StoreVector(xv[u], gx + at);
-      if (gresidual != nullptr) StoreVector(gv[u], gresidual + at);
-    }
-  }
+    for (int k = 0; k < kBnVector; ++k) gxv[k] = fmaf(b[k], xv[k] - channels.mean[k], fmaf(a[k], g[k], c[k]));
+    StoreVector(gxv, gx + at);
+    if (gresidual != nullptr) StoreVector(g, gresidual + at);
+  });
 }
 
 template <typename T>
