@@ -506,8 +506,8 @@ void AddPerformanceOptions(std::vector<OptionSpec>& o) {
   o.push_back(BoolOption("fused-kernels", &TrainConfig::fused_kernels,
                          "CUDA: mgpu's own fused kernels where a model has them (LeNet's convolution + ReLU + "
                          "max-pool stages and fully connected head in float32; ResNet's and VGG's batch norm + add "
-                         "+ ReLU on channels-last bf16 or float32 activations); false: ATen's and cuDNN's kernels, "
-                         "one per operation"));
+                         "+ ReLU and the conv nets' max-pools on channels-last bf16 or float32 activations); false: "
+                         "ATen's and cuDNN's kernels, one per operation"));
   o.back().aliases = {"fused_kernels"};
   o.push_back(IntOption("threads", {}, &TrainConfig::threads, 0,
                         "intra-op CPU threads (0: LibTorch's default)"));

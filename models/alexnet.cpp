@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/status.h"
+#include "models/max_pool.h"
 
 namespace mgpu {
 
@@ -43,7 +44,16 @@ AlexNet::AlexNet(int64_t in_channels, int64_t num_classes, int64_t height, int64
 }
 
 torch::Tensor AlexNet::forward(torch::Tensor x) {
-  x = features_->forward(x);    // (B, 256, h, w), h = w = 6 for 224 or 227 pixels
+  // features_: convs, in-place relus and the pools (mgpu's kernels where they apply).
+  for (const auto& module : features_->children()) {
+    if (auto* conv = module->as<nn::Conv2d>()) {
+      x = conv->forward(x);
+    } else if (auto* relu = module->as<nn::ReLU>()) {
+      x = relu->forward(x);
+    } else {
+      x = MaxPool(x, *module->as<nn::MaxPool2d>());
+    }
+  }  // (B, 256, h, w), h = w = 6 for 224 or 227 pixels
   x = avgpool_(x).flatten(1);   // (B, 9216)
   return classifier_->forward(x);  // (B, classes)
 }

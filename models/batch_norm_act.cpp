@@ -69,10 +69,11 @@ struct Gradients {
   torch::Tensor x, gamma, beta, residual;
 };
 
-// y: the forward's output where the backward reads it (relu with a residual), else undefined.
+// y: the forward's output where the backward reads it (relu with a residual), else undefined; gy2:
+// a second consumer's gradient of y, or undefined.
 template <typename T>
-Gradients Backward(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& gy, const torch::Tensor& gamma,
-                   const torch::Tensor& statistics, bool relu, bool has_residual) {
+Gradients Backward(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& gy, const torch::Tensor& gy2,
+                   const torch::Tensor& gamma, const torch::Tensor& statistics, bool relu, bool has_residual) {
   const auto s = ShapeOf(x);
   const auto floats = x.options().dtype(torch::kFloat);
   Gradients g{torch::empty_like(x, torch::MemoryFormat::ChannelsLast), torch::empty({s.channels}, floats),
@@ -81,26 +82,34 @@ Gradients Backward(const torch::Tensor& x, const torch::Tensor& y, const torch::
   torch::Tensor partials = torch::empty({s.partial_floats()}, floats);
   torch::Tensor coefficients = torch::empty({3 * s.channels}, floats);
   C10_CUDA_CHECK(kernels::LaunchBatchNormBackward(
-      s, Elements<const T>(x), Elements<const T>(y), Elements<const T>(gy), gamma.data_ptr<float>(),
-      StatisticsIn(statistics), relu, partials.data_ptr<float>(), coefficients.data_ptr<float>(),
-      g.gamma.data_ptr<float>(), g.beta.data_ptr<float>(), Elements<T>(g.x), Elements<T>(g.residual),
-      at::cuda::getCurrentCUDAStream()));
+      s, Elements<const T>(x), Elements<const T>(y), Elements<const T>(gy), Elements<const T>(gy2),
+      gamma.data_ptr<float>(), StatisticsIn(statistics), relu, partials.data_ptr<float>(),
+      coefficients.data_ptr<float>(), g.gamma.data_ptr<float>(), g.beta.data_ptr<float>(), Elements<T>(g.x),
+      Elements<T>(g.residual), at::cuda::getCurrentCUDAStream()));
   return g;
 }
 
 const float* FloatsOrNull(const std::optional<torch::Tensor>& t) { return t ? t->data_ptr<float>() : nullptr; }
 
+// A gradient as the kernels read it: channels-last and 16-byte aligned (a copy where it is not).
+torch::Tensor AsKernelsRead(const torch::Tensor& g) {
+  if (!g.defined()) return g;
+  torch::Tensor rows = g.contiguous(torch::MemoryFormat::ChannelsLast);
+  return IsAlignedChannelsLast(rows) ? rows : rows.clone(torch::MemoryFormat::ChannelsLast);
+}
+
 class BatchNormActFunction : public torch::autograd::Function<BatchNormActFunction> {
  public:
   // Optional tensors as std::optional: autograd records an input's device, which an undefined
   // tensor has none of. running_mean and running_var: none where bn tracks no running statistics;
-  // input_bias: a convolution's bias that x lacks (batch_norm_math.h), or none.
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& gamma,
+  // input_bias: a convolution's bias that x lacks (batch_norm_math.h), or none. Returns y, and with
+  // `fork` a second tensor of y's storage (ForkedActivation) whose gradient arrives separately.
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& gamma,
                                const torch::Tensor& beta, const std::optional<torch::Tensor>& residual,
                                const std::optional<torch::Tensor>& input_bias,
                                const std::optional<torch::Tensor>& running_mean,
                                const std::optional<torch::Tensor>& running_var, double eps, double momentum,
-                               bool relu) {
+                               bool relu, bool fork) {
     const c10::cuda::CUDAGuard on_device(x.device());
     kernels::BatchNormParameters p;
     p.gamma = gamma.data_ptr<float>(), p.beta = beta.data_ptr<float>(), p.input_bias = FloatsOrNull(input_bias);
@@ -115,24 +124,31 @@ class BatchNormActFunction : public torch::autograd::Function<BatchNormActFuncti
     ctx->saved_data["relu"] = relu;
     ctx->saved_data["residual"] = residual.has_value();
     ctx->saved_data["input_bias"] = input_bias.has_value();
-    return y;
+    // An unused output's gradient stays undefined instead of a tensor of zeros to read.
+    ctx->set_materialize_grads(false);
+    if (!fork) return {y};
+    return {y, y.alias()};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     const torch::Tensor &x = saved[0], &gamma = saved[1], &statistics = saved[2], &y = saved[3];
     const bool relu = ctx->saved_data["relu"].toBool(), has_residual = ctx->saved_data["residual"].toBool();
-    torch::Tensor gy = grads[0].contiguous(torch::MemoryFormat::ChannelsLast);
-    if (!IsAlignedChannelsLast(gy)) gy = gy.clone(torch::MemoryFormat::ChannelsLast);
+    torch::Tensor gy = AsKernelsRead(grads[0]), gy2 = grads.size() > 1 ? AsKernelsRead(grads[1]) : torch::Tensor();
+    if (!gy.defined()) std::swap(gy, gy2);
+    if (!gy.defined()) return variable_list(kInputs);  // no output was used
     const c10::cuda::CUDAGuard on_device(x.device());
     const Gradients g = x.scalar_type() == torch::kBFloat16
-                            ? Backward<kernels::Bf16>(x, y, gy, gamma, statistics, relu, has_residual)
-                            : Backward<float>(x, y, gy, gamma, statistics, relu, has_residual);
+                            ? Backward<kernels::Bf16>(x, y, gy, gy2, gamma, statistics, relu, has_residual)
+                            : Backward<float>(x, y, gy, gy2, gamma, statistics, relu, has_residual);
     // The input bias's gradient: the sum of gx over the rows, zero (the batch norm subtracts the mean).
     const torch::Tensor g_input_bias =
         ctx->saved_data["input_bias"].toBool() ? torch::zeros({x.size(1)}, gamma.options()) : torch::Tensor();
-    return {g.x, g.gamma, g.beta, g.residual, g_input_bias, {}, {}, {}, {}, {}};
+    return {g.x, g.gamma, g.beta, g.residual, g_input_bias, {}, {}, {}, {}, {}, {}};
   }
+
+ private:
+  static constexpr size_t kInputs = 11;  // forward's after ctx
 };
 
 bool IsFloatOn(const torch::Tensor& t, const torch::Device& device) {
@@ -149,9 +165,9 @@ bool ParametersApply(const torch::Tensor& x, const torch::nn::BatchNorm2dImpl& b
 }
 
 // The kernels' act(bn(x + input_bias) + residual), counting the step as BatchNormImplBase::forward
-// does; residual and input_bias may be undefined.
-torch::Tensor FusedBatchNormAct(const torch::Tensor& x, torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& residual,
-                                const torch::Tensor& input_bias, Activation act) {
+// does; residual and input_bias may be undefined. With `fork`, y and a second tensor of its storage.
+variable_list FusedBatchNormAct(const torch::Tensor& x, torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& residual,
+                                const torch::Tensor& input_bias, Activation act, bool fork = false) {
   const bool tracks = bn.options.track_running_stats();
   if (tracks) {
     torch::NoGradGuard no_grad;
@@ -161,7 +177,7 @@ torch::Tensor FusedBatchNormAct(const torch::Tensor& x, torch::nn::BatchNorm2dIm
   return BatchNormActFunction::apply(x, bn.weight, bn.bias, optional(residual), optional(input_bias),
                                      tracks ? std::optional(bn.running_mean) : std::nullopt,
                                      tracks ? std::optional(bn.running_var) : std::nullopt, bn.options.eps(),
-                                     *bn.options.momentum(), act == Activation::kRelu);
+                                     *bn.options.momentum(), act == Activation::kRelu, fork);
 }
 #endif
 
@@ -189,9 +205,21 @@ bool FusedBatchNormApplies(const torch::Tensor& x, const torch::nn::BatchNorm2dI
 torch::Tensor BatchNormAct(const torch::Tensor& x, torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& residual,
                            Activation act) {
 #ifdef MGPU_HAS_FUSED_KERNELS
-  if (FusedBatchNormApplies(x, bn, residual)) return FusedBatchNormAct(x, bn, residual, torch::Tensor(), act);
+  if (FusedBatchNormApplies(x, bn, residual)) return FusedBatchNormAct(x, bn, residual, torch::Tensor(), act)[0];
 #endif
   return AtenBatchNormAct(x, bn, residual, act);
+}
+
+ForkedActivation BatchNormActForked(const torch::Tensor& x, torch::nn::BatchNorm2dImpl& bn,
+                                    const torch::Tensor& residual, Activation act) {
+#ifdef MGPU_HAS_FUSED_KERNELS
+  if (FusedBatchNormApplies(x, bn, residual)) {
+    const variable_list y = FusedBatchNormAct(x, bn, residual, torch::Tensor(), act, /*fork=*/true);
+    return {y[0], y[1]};
+  }
+#endif
+  const torch::Tensor y = AtenBatchNormAct(x, bn, residual, act);
+  return {y, y};
 }
 
 torch::Tensor ConvBatchNormAct(const torch::Tensor& x, torch::nn::Conv2dImpl& conv, torch::nn::BatchNorm2dImpl& bn,
@@ -205,7 +233,7 @@ torch::Tensor ConvBatchNormAct(const torch::Tensor& x, torch::nn::Conv2dImpl& co
     const torch::Tensor unbiased = torch::conv2d(x, conv.weight, {}, *o.stride(), **padding, *o.dilation(), o.groups());
     if (FusedBatchNormApplies(unbiased, bn, {}) && IsFloatOn(conv.bias, x.device()) &&
         conv.bias.size(0) == unbiased.size(1)) {
-      return FusedBatchNormAct(unbiased, bn, {}, conv.bias, act);
+      return FusedBatchNormAct(unbiased, bn, {}, conv.bias, act)[0];
     }
     // ATen's convolution adds its bias in the output's type (autocast's bfloat16, say).
     return BatchNormAct(unbiased + conv.bias.to(unbiased.scalar_type()).view({1, -1, 1, 1}), bn, {}, act);

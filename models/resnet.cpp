@@ -4,6 +4,7 @@
 
 #include "common/status.h"
 #include "models/batch_norm_act.h"
+#include "models/max_pool.h"
 
 namespace mgpu {
 
@@ -30,6 +31,13 @@ torch::Tensor Shortcut(nn::Sequential& downsample, const torch::Tensor& x) {
   return BatchNormAct(projected, *downsample[1]->as<nn::BatchNorm2d>(), {}, Activation::kNone);
 }
 
+// A block's output, relu(bn(x) + identity): forked where the next block reads it.
+ForkedActivation Output(const torch::Tensor& x, nn::BatchNorm2dImpl& bn, const torch::Tensor& identity, bool fork) {
+  if (fork) return BatchNormActForked(x, bn, identity, Activation::kRelu);
+  const torch::Tensor y = BatchNormAct(x, bn, identity, Activation::kRelu);
+  return {y, y};
+}
+
 // Two 3x3 convs; ResNet-18/34.
 class BasicBlockImpl : public nn::Module {
  public:
@@ -43,11 +51,14 @@ class BasicBlockImpl : public nn::Module {
     if (downsample_) register_module("downsample", downsample_);
   }
 
-  torch::Tensor forward(torch::Tensor x) {
-    const torch::Tensor identity = Shortcut(downsample_, x);  // (B, planes, h, w)
-    const torch::Tensor out = BatchNormAct(conv1_(x), *bn1_, {}, Activation::kRelu);
-    return BatchNormAct(conv2_(out), *bn2_, identity, Activation::kRelu);
+  // x.first feeds conv1, x.second the shortcut; the output forked where another block reads it.
+  ForkedActivation Run(const ForkedActivation& x, bool fork_output) {
+    const torch::Tensor identity = Shortcut(downsample_, x.second);  // (B, planes, h, w)
+    const torch::Tensor out = BatchNormAct(conv1_(x.first), *bn1_, {}, Activation::kRelu);
+    return Output(conv2_(out), *bn2_, identity, fork_output);
   }
+  // The block alone (nn::Sequential's forward); ResNet::forward calls Run.
+  torch::Tensor forward(torch::Tensor x) { return Run({x, x}, false).first; }
 
  private:
   nn::Conv2d conv1_;
@@ -72,12 +83,13 @@ class BottleneckImpl : public nn::Module {
     if (downsample_) register_module("downsample", downsample_);
   }
 
-  torch::Tensor forward(torch::Tensor x) {
-    const torch::Tensor identity = Shortcut(downsample_, x);  // (B, 4 planes, h, w)
-    torch::Tensor out = BatchNormAct(conv1_(x), *bn1_, {}, Activation::kRelu);
+  ForkedActivation Run(const ForkedActivation& x, bool fork_output) {
+    const torch::Tensor identity = Shortcut(downsample_, x.second);  // (B, 4 planes, h, w)
+    torch::Tensor out = BatchNormAct(conv1_(x.first), *bn1_, {}, Activation::kRelu);
     out = BatchNormAct(conv2_(out), *bn2_, {}, Activation::kRelu);
-    return BatchNormAct(conv3_(out), *bn3_, identity, Activation::kRelu);
+    return Output(conv3_(out), *bn3_, identity, fork_output);
   }
+  torch::Tensor forward(torch::Tensor x) { return Run({x, x}, false).first; }
 
  private:
   nn::Conv2d conv1_;
@@ -146,15 +158,35 @@ ResNet::ResNet(int depth, int64_t in_channels, int64_t num_classes, int64_t heig
   }
 }
 
-torch::Tensor ResNet::forward(torch::Tensor x) {
-  x = BatchNormAct(conv1_(x), *bn1_, {}, Activation::kRelu);  // CIFAR (B, 64, H, W); ImageNet H/2, W/2
-  if (maxpool_) x = maxpool_(x);                               // (B, 64, H/4, W/4)
-  x = layer1_->forward(x);                                     // (B, 64 e, h, w), e = block expansion
-  x = layer2_->forward(x);                                     // (B, 128 e, h/2, w/2)
-  x = layer3_->forward(x);                                     // (B, 256 e, h/4, w/4)
-  x = layer4_->forward(x);                                     // (B, 512 e, h/8, w/8)
-  x = avgpool_(x).flatten(1);                                  // (B, 512 e)
-  return fc_(x);                                               // (B, classes)
+// The layer's blocks on x, each block's output forked for the next one (and the last block's,
+// unless it is the network's).
+ForkedActivation ResNet::RunLayer(nn::Sequential& layer, ForkedActivation x, bool last_layer) {
+  for (size_t i = 0; i < layer->size(); ++i) {
+    const bool fork = !last_layer || i + 1 < layer->size();
+    if (auto* basic = layer[i]->as<BasicBlockImpl>()) {
+      x = basic->Run(x, fork);
+    } else {
+      x = layer[i]->as<BottleneckImpl>()->Run(x, fork);
+    }
+  }
+  return x;
+}
+
+torch::Tensor ResNet::forward(torch::Tensor images) {
+  ForkedActivation x;  // an activation and its second reader's alias (models/batch_norm_act.h)
+  if (maxpool_) {
+    const torch::Tensor stem = BatchNormAct(conv1_(images), *bn1_, {}, Activation::kRelu);  // (B, 64, H/2, W/2)
+    const torch::Tensor pooled = MaxPool(stem, *maxpool_);                                    // (B, 64, H/4, W/4)
+    x = {pooled, pooled};
+  } else {
+    x = BatchNormActForked(conv1_(images), *bn1_, {}, Activation::kRelu);  // CIFAR (B, 64, H, W)
+  }
+  x = RunLayer(layer1_, x, false);           // (B, 64 e, h, w), e = block expansion
+  x = RunLayer(layer2_, x, false);           // (B, 128 e, h/2, w/2)
+  x = RunLayer(layer3_, x, false);           // (B, 256 e, h/4, w/4)
+  x = RunLayer(layer4_, x, true);            // (B, 512 e, h/8, w/8)
+  const torch::Tensor features = avgpool_(x.first).flatten(1);  // (B, 512 e)
+  return fc_(features);                                         // (B, classes)
 }
 
 }  // namespace mgpu

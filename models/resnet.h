@@ -9,6 +9,7 @@
 // (1-channel Fashion-MNIST included). Initialization follows torchvision.
 #pragma once
 
+#include "models/batch_norm_act.h"
 #include "models/classifier.h"
 
 namespace mgpu {
@@ -27,6 +28,8 @@ class ResNet : public Classifier {
   ResNetStem stem() const { return stem_; }
 
  private:
+  static ForkedActivation RunLayer(torch::nn::Sequential& layer, ForkedActivation x, bool last_layer);
+
   ResNetStem stem_;
   torch::nn::Conv2d conv1_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr};

@@ -7,6 +7,7 @@
 
 #include "common/status.h"
 #include "models/batch_norm_act.h"
+#include "models/max_pool.h"
 
 namespace mgpu {
 
@@ -81,7 +82,7 @@ torch::Tensor Vgg::forward(torch::Tensor x) {
       x = ConvBatchNormAct(x, *conv, *features_[i + 1]->as<nn::BatchNorm2d>(), Activation::kRelu);
       i += 2;
     } else {
-      x = features_[i]->as<nn::MaxPool2d>()->forward(x);
+      x = MaxPool(x, *features_[i]->as<nn::MaxPool2d>());
     }
   }  // (B, 512, H/32, W/32)
   x = avgpool_(x).flatten(1);  // (B, 512)

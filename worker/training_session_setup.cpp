@@ -302,7 +302,8 @@ void TrainingSession::LogStartup() {
        {"fused kernels", !device_.is_cuda()       ? "none on the CPU"
                          : config_.fused_kernels ? "mgpu's where they apply (LeNet's conv + ReLU + max-pool stages "
                                                    "and fully connected head, float32 without autocast; ResNet's "
-                                                   "and VGG's batch norm + add + ReLU, channels-last bf16 or float32)"
+                                                   "and VGG's batch norm + add + ReLU and max-pools, channels-last "
+                                                   "bf16 or float32)"
                                                  : "off (--fused-kernels false): ATen's"},
        {"effective lr", fmt::format("{} (--lr-scale-rule {}, global batch {})", EffectiveLr(config_),
                                     config_.lr_scale_rule, config_.batch_size)},

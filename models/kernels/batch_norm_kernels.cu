@@ -46,10 +46,10 @@ __global__ void __launch_bounds__(kBnBlockThreads, kBnBlocksPerSm)
 
 template <typename T>
 __global__ void __launch_bounds__(kBnBlockThreads, kBnBlocksPerSm)
-    GradientSumsKernel(BatchNormShape s, const T* __restrict__ x, const T* __restrict__ y, const T* __restrict__ gy,
-                       BatchNormStatistics st, bool relu, float* __restrict__ partials) {
+    GradientSumsKernel(BatchNormShape s, const T* __restrict__ x, GradientSource<T> source, BatchNormStatistics st,
+                       bool relu, float* __restrict__ partials, T* __restrict__ gresidual) {
   __shared__ float lane_sums[2 * kBnRowLanes * kBnTileChannels];
-  GradientLaneSums(s, x, y, gy, st, relu, blockIdx.x, blockIdx.y, lane_sums, threadIdx.x, blockDim.x);
+  GradientLaneSums(s, x, source, st, relu, blockIdx.x, blockIdx.y, lane_sums, gresidual, threadIdx.x, blockDim.x);
   __syncthreads();
   StoreSplitPartials(s, blockIdx.x, blockIdx.y, lane_sums, partials, threadIdx.x, blockDim.x);
 }
@@ -66,10 +66,9 @@ __global__ void __launch_bounds__(kFinalizeThreads)
 
 template <typename T>
 __global__ void __launch_bounds__(kBnBlockThreads, kBnBlocksPerSm)
-    GradientApplyKernel(BatchNormShape s, const T* __restrict__ x, const T* __restrict__ y, const T* __restrict__ gy,
-                        BatchNormStatistics st, BatchNormGradients g, bool relu, T* __restrict__ gx,
-                        T* __restrict__ gresidual) {
-  GradientApply(s, x, y, gy, st, g, relu, blockIdx.x, blockIdx.y, gx, gresidual, threadIdx.x, blockDim.x);
+    GradientApplyKernel(BatchNormShape s, const T* __restrict__ x, GradientSource<T> source, BatchNormStatistics st,
+                        BatchNormGradients g, bool relu, T* __restrict__ gx) {
+  GradientApply(s, x, source, st, g, relu, blockIdx.x, blockIdx.y, gx, threadIdx.x, blockDim.x);
 }
 
 }  // namespace
@@ -87,15 +86,21 @@ cudaError_t LaunchBatchNormForward(const BatchNormShape& s, const T* x, const T*
 }
 
 template <typename T>
-cudaError_t LaunchBatchNormBackward(const BatchNormShape& s, const T* x, const T* y, const T* gy, const float* gamma,
-                                    const BatchNormStatistics& st, bool relu, float* partials, float* coefficients,
-                                    float* ggamma, float* gbeta, T* gx, T* gresidual, cudaStream_t stream) {
+cudaError_t LaunchBatchNormBackward(const BatchNormShape& s, const T* x, const T* y, const T* gy, const T* gy2,
+                                    const float* gamma, const BatchNormStatistics& st, bool relu, float* partials,
+                                    float* coefficients, float* ggamma, float* gbeta, T* gx, T* gresidual,
+                                    cudaStream_t stream) {
   const BatchNormGradients g{ggamma, gbeta, coefficients, coefficients + s.channels, coefficients + 2 * s.channels};
-  GradientSumsKernel<<<TileGrid(s), kBnBlockThreads, 0, stream>>>(s, x, y, gy, st, relu, partials);
+  GradientSource<T> source;
+  source.gy = gy, source.gy2 = gy2, source.y = y;
+  GradientSumsKernel<<<TileGrid(s), kBnBlockThreads, 0, stream>>>(s, x, source, st, relu, partials, gresidual);
   if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) return error;
   GradientFinalizeKernel<<<FinalizeBlocks(s), kFinalizeThreads, 0, stream>>>(s, partials, gamma, st.invstd, g);
   if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) return error;
-  GradientApplyKernel<<<TileGrid(s), kBnBlockThreads, 0, stream>>>(s, x, y, gy, st, g, relu, gx, gresidual);
+  // Where bn had a residual, the sums pass stored g as its gradient: the apply pass reads it back.
+  GradientSource<T> apply_source = source;
+  if (gresidual != nullptr) apply_source = GradientSource<T>{nullptr, nullptr, nullptr, gresidual};
+  GradientApplyKernel<<<TileGrid(s), kBnBlockThreads, 0, stream>>>(s, x, apply_source, st, g, relu, gx);
   return cudaGetLastError();
 }
 
@@ -103,9 +108,9 @@ cudaError_t LaunchBatchNormBackward(const BatchNormShape& s, const T* x, const T
   template cudaError_t LaunchBatchNormForward<T>(const BatchNormShape&, const T*, const T*,                         \
                                                  const BatchNormParameters&, bool, float*, const BatchNormStatistics&, \
                                                  T*, cudaStream_t);                                                  \
-  template cudaError_t LaunchBatchNormBackward<T>(const BatchNormShape&, const T*, const T*, const T*, const float*, \
-                                                  const BatchNormStatistics&, bool, float*, float*, float*, float*,  \
-                                                  T*, T*, cudaStream_t);
+  template cudaError_t LaunchBatchNormBackward<T>(const BatchNormShape&, const T*, const T*, const T*, const T*,      \
+                                                  const float*, const BatchNormStatistics&, bool, float*, float*,    \
+                                                  float*, float*, T*, T*, cudaStream_t);
 MGPU_BATCH_NORM_INSTANCES(Bf16)
 MGPU_BATCH_NORM_INSTANCES(float)
 #undef MGPU_BATCH_NORM_INSTANCES

@@ -21,12 +21,14 @@ cudaError_t LaunchBatchNormForward(const BatchNormShape& s, const T* x, const T*
                                    bool relu, float* partials, const BatchNormStatistics& st, T* y,
                                    cudaStream_t stream);
 
-// From gy and the forward's x, y and statistics: gx, the parameters' gradients and, unless
-// gresidual is null, the residual's gradient. y is read where relu had a residual and may be null
-// otherwise (recomputed from x). `coefficients` is 3 C floats of scratch.
+// From gy (plus gy2 unless null: a second consumer's gradient of y) and the forward's x, y and
+// statistics: gx, the parameters' gradients and, unless gresidual is null, the residual's
+// gradient. y is read where relu had a residual and may be null otherwise (recomputed from x).
+// `coefficients` is 3 C floats of scratch.
 template <typename T>
-cudaError_t LaunchBatchNormBackward(const BatchNormShape& s, const T* x, const T* y, const T* gy, const float* gamma,
-                                    const BatchNormStatistics& st, bool relu, float* partials, float* coefficients,
-                                    float* ggamma, float* gbeta, T* gx, T* gresidual, cudaStream_t stream);
+cudaError_t LaunchBatchNormBackward(const BatchNormShape& s, const T* x, const T* y, const T* gy, const T* gy2,
+                                    const float* gamma, const BatchNormStatistics& st, bool relu, float* partials,
+                                    float* coefficients, float* ggamma, float* gbeta, T* gx, T* gresidual,
+                                    cudaStream_t stream);
 
 }  // namespace mgpu::kernels

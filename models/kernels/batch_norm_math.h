@@ -27,9 +27,14 @@
 //   statistics      partials[2][splits][C]: sum d, sum d^2 per split
 //   finalize        mean, invstd, scale, shift, running stats; a warp per channel
 //   apply           y = act(x * scale + shift [+ residual])
-//   grad sums       partials[2][splits][C]: sum g, sum g (x - mean), g = gy where act passes
+//   grad sums       partials[2][splits][C]: sum g, sum g (x - mean), g = gy where act passes;
+//                   and g itself as the residual's gradient, where there is a residual
 //   grad finalize   gamma's and beta's gradients, gx's coefficients; a warp per channel
-//   grad apply      gx = a g + b (x - mean) + c, and g itself as the residual's gradient
+//   grad apply      gx = a g + b (x - mean) + c, g read back from the residual's gradient where
+//                   there is one (one tensor instead of gy and y)
+// A y that two consumers read (a ResNet block's output) may come with two gradients, gy and gy2:
+// the backward adds them as it loads them, rounded to the element type as ATen's add rounds
+// them, instead of reading a sum that another pass wrote.
 // Where relu follows bn with no residual, the backward recomputes y from x (the forward's float32
 // arithmetic and rounding, so the same bits) instead of reading it: one tensor fewer in each pass.
 // A bias the input lacks (`input_bias`: a convolution's, folded into the batch norm, which
@@ -37,18 +42,12 @@
 // over the rows, is exactly zero.
 #pragma once
 
-#include <cstring>
-
 #include "models/kernels/block_phases.h"
+#include "models/kernels/vector_elements.h"
 
 namespace mgpu::kernels {
 
-// A bfloat16 element, as its bits (c10::BFloat16's layout).
-struct Bf16 {
-  uint16_t bits;
-};
-
-constexpr int kBnVector = 8;                                    // channels a thread loads at once (16 bytes of bf16)
+constexpr int kBnVector = kVector;                              // channels a thread loads at once
 constexpr int kBnTileChannels = 64;                             // channels of a block's tile
 constexpr int kBnVectorsPerRow = kBnTileChannels / kBnVector;   // 8
 constexpr int kBnRowLanes = 32;                                 // a tile's interleaved row sums
@@ -94,90 +93,6 @@ inline BatchNormShape MakeBatchNormShape(int64_t rows, int channels) {
 inline bool FitsTheBatchNormKernels(int64_t rows, int64_t channels) {
   return rows > 1 && channels > 0 && channels % kBnVector == 0 && channels <= (1 << 20) &&
          rows * channels < (int64_t{1} << 46);
-}
-
-// ---- elements ----
-
-MGPU_HOST_DEVICE inline float BitsToFloat(uint32_t bits) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(bits);
-#else
-  float value;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
-#endif
-}
-
-MGPU_HOST_DEVICE inline uint32_t FloatToBits(float value) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(value);
-#else
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return bits;
-#endif
-}
-
-MGPU_HOST_DEVICE inline float ToFloat(Bf16 value) { return BitsToFloat(uint32_t{value.bits} << 16); }
-MGPU_HOST_DEVICE inline float ToFloat(float value) { return value; }
-
-// Rounds to the nearest bfloat16, ties to even, as c10::BFloat16 does; a NaN stays a NaN.
-MGPU_HOST_DEVICE inline void FromFloat(float value, Bf16* out) {
-  const uint32_t bits = FloatToBits(value);
-  out->bits = value != value ? uint16_t{0x7fc0} : static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-MGPU_HOST_DEVICE inline void FromFloat(float value, float* out) { *out = value; }
-
-// value rounded to T, as StoreVector rounds it.
-template <typename T>
-MGPU_HOST_DEVICE inline float RoundedTo(float value) {
-  T element;
-  FromFloat(value, &element);
-  return ToFloat(element);
-}
-
-// v <- the kBnVector elements at p (16-byte aligned), as single 16-byte loads on the GPU.
-MGPU_HOST_DEVICE inline void LoadVector(const Bf16* p, float* v) {
-#ifdef __CUDA_ARCH__
-  const uint4 packed = *reinterpret_cast<const uint4*>(p);
-  const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
-  MGPU_UNROLL
-  for (int i = 0; i < 4; ++i) {
-    v[2 * i] = __uint_as_float(words[i] << 16);
-    v[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-  }
-#else
-  for (int i = 0; i < kBnVector; ++i) v[i] = ToFloat(p[i]);
-#endif
-}
-
-MGPU_HOST_DEVICE inline void LoadVector(const float* p, float* v) {
-#ifdef __CUDA_ARCH__
-  const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
-  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-#else
-  for (int i = 0; i < kBnVector; ++i) v[i] = p[i];
-#endif
-}
-
-template <typename T>
-MGPU_HOST_DEVICE inline void StoreVector(const float* v, T* p) {
-#ifdef __CUDA_ARCH__
-  if constexpr (sizeof(T) == 2) {
-    Bf16 e[kBnVector];
-    MGPU_UNROLL
-    for (int i = 0; i < kBnVector; ++i) FromFloat(v[i], &e[i]);
-    uint4 packed;
-    packed.x = e[0].bits | uint32_t{e[1].bits} << 16, packed.y = e[2].bits | uint32_t{e[3].bits} << 16;
-    packed.z = e[4].bits | uint32_t{e[5].bits} << 16, packed.w = e[6].bits | uint32_t{e[7].bits} << 16;
-    *reinterpret_cast<uint4*>(p) = packed;
-  } else {
-    reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
-    reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
-  }
-#else
-  for (int i = 0; i < kBnVector; ++i) FromFloat(v[i], &p[i]);
-#endif
 }
 
 // The channels c, ..., c + kBnVector - 1 (from per-channel float arrays), into registers.
@@ -392,14 +307,30 @@ MGPU_HOST_DEVICE inline float RecomputedOutput(float x, float scale, float shift
   return RoundedTo<T>(Activated(fmaf(x, scale, shift), true));
 }
 
+// Where a backward pass finds g, the gradient that relu passes to bn's output (and the residual):
+//   - from gy, or gy + gy2 rounded to T (two consumers' gradients of y, which ATen's autograd engine
+//     would add in an element-wise pass of its own and round), through relu's mask: y where it is
+//     read (relu with a residual), else recomputed from x;
+//   - or, in the apply pass where bn had a residual, from `passed`: g itself, which the sums pass
+//     stored as the residual's gradient (one tensor read instead of gy, gy2 and y).
+template <typename T>
+struct GradientSource {
+  const T* gy = nullptr;
+  const T* gy2 = nullptr;  // none: null
+  const T* y = nullptr;    // null where relu's output is recomputed (or there is no relu)
+  const T* passed = nullptr;
+
+  MGPU_HOST_DEVICE bool recomputes(bool relu) const { return relu && y == nullptr && passed == nullptr; }
+};
+
 // A backward item's per-channel values: the mean, and the forward's scale and shift where it
-// recomputes y (relu, y null).
+// recomputes y.
 struct GradientItemChannels {
   float mean[kBnVector], scale[kBnVector], shift[kBnVector];
   bool recompute;
 
-  MGPU_HOST_DEVICE GradientItemChannels(const BatchNormStatistics& st, const void* y, bool relu, int channel)
-      : recompute(relu && y == nullptr) {
+  MGPU_HOST_DEVICE GradientItemChannels(const BatchNormStatistics& st, bool recomputes, int channel)
+      : recompute(recomputes) {
     LoadChannels(st.mean, channel, mean);
     if (recompute) {
       LoadChannels(st.scale, channel, scale);
@@ -415,46 +346,58 @@ struct GradientItemChannels {
 };
 
 // Calls use(at, x, g) for the rows of `split` that the item's lane takes, in order: `at` the row's
-// offset of the item's vector, x its kBnVector inputs, g the gradients relu passes to them;
-// kBnGradientRowsInFlight rows of x, gy (and y, where the backward reads it) loaded before any is used.
+// offset of the item's vector, x its kBnVector inputs, g the gradients relu passes to them (from
+// `source`); kBnGradientRowsInFlight rows' loads issued before any is used.
 template <typename T, typename Use>
-MGPU_HOST_DEVICE inline void ForGradientRows(const BatchNormShape& s, const T* x, const T* y, const T* gy,
+MGPU_HOST_DEVICE inline void ForGradientRows(const BatchNormShape& s, const T* x, const GradientSource<T>& source,
                                              const GradientItemChannels& channels, bool relu, int split,
                                              TileItem item, const Use& use) {
   constexpr int kRows = kBnGradientRowsInFlight;
-  const bool read_y = relu && !channels.recompute;
+  const bool read_y = source.passed == nullptr && relu && !channels.recompute;
   const int64_t end = s.split_end(split);
   for (int64_t base = s.split_begin(split) + item.lane; base < end; base += kRows * kBnRowLanes) {
-    float xv[kRows][kBnVector], yv[kRows][kBnVector] = {}, gv[kRows][kBnVector];
+    float xv[kRows][kBnVector], yv[kRows][kBnVector] = {}, gv[kRows][kBnVector], g2[kRows][kBnVector];
     MGPU_UNROLL
     for (int u = 0; u < kRows; ++u) {
       const int64_t at = (base + u * kBnRowLanes) * s.channels + item.channel;
       if (base + u * kBnRowLanes >= end) continue;
       LoadVector(x + at, xv[u]);
-      LoadVector(gy + at, gv[u]);
-      if (read_y) LoadVector(y + at, yv[u]);
+      if (source.passed != nullptr) {
+        LoadVector(source.passed + at, gv[u]);
+        continue;
+      }
+      LoadVector(source.gy + at, gv[u]);
+      if (source.gy2 != nullptr) LoadVector(source.gy2 + at, g2[u]);
+      if (read_y) LoadVector(source.y + at, yv[u]);
     }
     MGPU_UNROLL
     for (int u = 0; u < kRows; ++u) {
       if (base + u * kBnRowLanes >= end) continue;
-      MGPU_UNROLL
-      for (int k = 0; k < kBnVector; ++k) gv[u][k] = channels.Passed<T>(gv[u][k], xv[u][k], yv[u][k], relu, k);
+      if (source.passed == nullptr) {
+        MGPU_UNROLL
+        for (int k = 0; k < kBnVector; ++k) {
+          const float g = source.gy2 != nullptr ? RoundedTo<T>(gv[u][k] + g2[u][k]) : gv[u][k];
+          gv[u][k] = channels.Passed<T>(g, xv[u][k], yv[u][k], relu, k);
+        }
+      }
       use((base + u * kBnRowLanes) * s.channels + item.channel, xv[u], gv[u]);
     }
   }
 }
 
-// Each item's lane sums of g and of g (x - mean) over the split's rows, into lane_sums.
+// Each item's lane sums of g and of g (x - mean) over the split's rows, into lane_sums; and g
+// itself, unless gresidual is null, as the residual's gradient (which the apply pass reads back).
 template <typename T>
-MGPU_HOST_DEVICE inline void GradientLaneSums(const BatchNormShape& s, const T* x, const T* y, const T* gy,
+MGPU_HOST_DEVICE inline void GradientLaneSums(const BatchNormShape& s, const T* x, const GradientSource<T>& source,
                                               const BatchNormStatistics& st, bool relu, int split, int tile,
-                                              float* lane_sums, int thread, int threads) {
+                                              float* lane_sums, T* gresidual, int thread, int threads) {
   for (int i = thread; i < kBnBlockThreads; i += threads) {
     const TileItem item = ItemOf(tile, i);
     if (item.channel >= s.channels) continue;
-    const GradientItemChannels channels(st, y, relu, item.channel);
+    const GradientItemChannels channels(st, source.recomputes(relu), item.channel);
     float sum[kBnVector] = {}, products[kBnVector] = {};
-    ForGradientRows(s, x, y, gy, channels, relu, split, item, [&](int64_t, const float* xv, const float* g) {
+    ForGradientRows(s, x, source, channels, relu, split, item, [&](int64_t at, const float* xv, const float* g) {
+      if (gresidual != nullptr) StoreVector(g, gresidual + at);
       MGPU_UNROLL
       for (int k = 0; k < kBnVector; ++k) {
         sum[k] += g[k];
@@ -492,33 +435,31 @@ MGPU_HOST_DEVICE inline void FinalizeGradientChannel(const BatchNormShape& s, co
   out.c[c] = -a * (sums[0] / rows);
 }
 
-// gx (and, unless null, g as the residual's gradient) over the split's rows of the item.
+// gx over the split's rows of the item.
 template <typename T>
-MGPU_HOST_DEVICE inline void GradientApplyItem(const BatchNormShape& s, const T* x, const T* y, const T* gy,
+MGPU_HOST_DEVICE inline void GradientApplyItem(const BatchNormShape& s, const T* x, const GradientSource<T>& source,
                                                const BatchNormStatistics& st, const BatchNormGradients& coefficients,
-                                               bool relu, int split, TileItem item, T* gx, T* gresidual) {
-  const GradientItemChannels channels(st, y, relu, item.channel);
+                                               bool relu, int split, TileItem item, T* gx) {
+  const GradientItemChannels channels(st, source.recomputes(relu), item.channel);
   float a[kBnVector], b[kBnVector], c[kBnVector];
   LoadChannels(coefficients.a, item.channel, a);
   LoadChannels(coefficients.b, item.channel, b);
   LoadChannels(coefficients.c, item.channel, c);
-  ForGradientRows(s, x, y, gy, channels, relu, split, item, [&](int64_t at, const float* xv, const float* g) {
+  ForGradientRows(s, x, source, channels, relu, split, item, [&](int64_t at, const float* xv, const float* g) {
     float gxv[kBnVector];
     MGPU_UNROLL
     for (int k = 0; k < kBnVector; ++k) gxv[k] = fmaf(b[k], xv[k] - channels.mean[k], fmaf(a[k], g[k], c[k]));
     StoreVector(gxv, gx + at);
-    if (gresidual != nullptr) StoreVector(g, gresidual + at);
   });
 }
 
 template <typename T>
-MGPU_HOST_DEVICE inline void GradientApply(const BatchNormShape& s, const T* x, const T* y, const T* gy,
+MGPU_HOST_DEVICE inline void GradientApply(const BatchNormShape& s, const T* x, const GradientSource<T>& source,
                                            const BatchNormStatistics& st, const BatchNormGradients& coefficients,
-                                           bool relu, int split, int tile, T* gx, T* gresidual, int thread,
-                                           int threads) {
+                                           bool relu, int split, int tile, T* gx, int thread, int threads) {
   for (int i = thread; i < kBnBlockThreads; i += threads) {
     const TileItem item = ItemOf(tile, i);
-    if (item.channel < s.channels) GradientApplyItem(s, x, y, gy, st, coefficients, relu, split, item, gx, gresidual);
+    if (item.channel < s.channels) GradientApplyItem(s, x, source, st, coefficients, relu, split, item, gx);
   }
 }
 

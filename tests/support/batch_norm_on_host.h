@@ -32,7 +32,7 @@ T* ElementsOf(const torch::Tensor& t) {
 template <typename T>
 void RunBatchNormOnHost(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& gamma,
                         const torch::Tensor& beta, const torch::Tensor& input_bias, double eps, double momentum,
-                        bool relu, const torch::Tensor& gy, HostBatchNorm& out) {
+                        bool relu, const torch::Tensor& gy, const torch::Tensor& gy2, HostBatchNorm& out) {
   namespace k = kernels;
   const k::BatchNormShape s = k::MakeBatchNormShape(x.size(0), static_cast<int>(x.size(1)));
   const T *xs = ElementsOf<T>(x), *rs = ElementsOf<T>(residual), *gys = ElementsOf<T>(gy);
@@ -66,10 +66,13 @@ void RunBatchNormOnHost(const torch::Tensor& x, const torch::Tensor& residual, c
   out.ggamma = torch::empty({s.channels}), out.gbeta = torch::empty({s.channels});
   const k::BatchNormGradients g{out.ggamma.data_ptr<float>(), out.gbeta.data_ptr<float>(), coefficients.data(),
                                 coefficients.data() + s.channels, coefficients.data() + 2 * s.channels};
-  const T* saved_y = relu && rs != nullptr ? y : nullptr;  // as the autograd function saves it
+  k::GradientSource<T> source;  // as LaunchBatchNormBackward makes it
+  source.gy = gys, source.gy2 = ElementsOf<T>(gy2), source.y = relu && rs != nullptr ? y : nullptr;
+  if (residual.defined()) out.gresidual = torch::empty_like(x);
+  T* gresidual = ElementsOf<T>(out.gresidual);
   for (int tile = 0; tile < s.tiles(); ++tile) {  // GradientSumsKernel
     for (int split = 0; split < s.splits; ++split) {
-      k::GradientLaneSums(s, xs, saved_y, gys, st, relu, split, tile, lane_sums.data(), 0, 1);
+      k::GradientLaneSums(s, xs, source, st, relu, split, tile, lane_sums.data(), gresidual, 0, 1);
       k::StoreSplitPartials(s, split, tile, lane_sums.data(), partials.data(), 0, 1);
     }
   }
@@ -79,29 +82,32 @@ void RunBatchNormOnHost(const torch::Tensor& x, const torch::Tensor& residual, c
     k::FinalizeGradientChannel(s, p.gamma, out.invstd.data_ptr<float>(), c, sums, g);
   }
   out.gx = torch::empty_like(x);
-  if (residual.defined()) out.gresidual = torch::empty_like(x);
+  const k::GradientSource<T> apply_source =
+      gresidual != nullptr ? k::GradientSource<T>{nullptr, nullptr, nullptr, gresidual} : source;
   for (int tile = 0; tile < s.tiles(); ++tile) {  // GradientApplyKernel
     for (int split = 0; split < s.splits; ++split) {
-      k::GradientApply(s, xs, saved_y, gys, st, g, relu, split, tile, ElementsOf<T>(out.gx),
-                       ElementsOf<T>(out.gresidual), 0, 1);
+      k::GradientApply(s, xs, apply_source, st, g, relu, split, tile, ElementsOf<T>(out.gx), 0, 1);
     }
   }
 }
 
 }  // namespace internal
 
-// The forward and the backward of y = act(bn(x [+ input_bias]) [+ residual]) in training mode.
-// x, gy and the residual (undefined for none) are contiguous (M, C) CPU tensors, all float32 or
-// all bfloat16, with a shape FitsTheBatchNormKernels; gamma, beta, the running statistics (both
-// undefined for none) and the input bias (undefined for none) float32 of C. The running
-// statistics given are left as they are.
+// The forward and the backward of y = act(bn(x [+ input_bias]) [+ residual]) in training mode,
+// y's gradient gy (+ gy2, a second consumer's, undefined for none). x, gy, gy2 and the residual
+// (undefined for none) are contiguous (M, C) CPU tensors, all float32 or all bfloat16, with a
+// shape FitsTheBatchNormKernels; gamma, beta, the running statistics (both undefined for none)
+// and the input bias (undefined for none) float32 of C. The running statistics given are left as
+// they are.
 inline HostBatchNorm RunBatchNormOnHost(const torch::Tensor& x, const torch::Tensor& residual,
                                         const torch::Tensor& gamma, const torch::Tensor& beta,
                                         const torch::Tensor& running_mean, const torch::Tensor& running_var, double eps,
                                         double momentum, bool relu, const torch::Tensor& gy,
-                                        const torch::Tensor& input_bias = {}) {
-  TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && gy.sizes() == x.sizes() && gy.is_contiguous() &&
-              gy.scalar_type() == x.scalar_type());
+                                        const torch::Tensor& input_bias = {}, const torch::Tensor& gy2 = {}) {
+  const auto like_x = [&](const torch::Tensor& t) {
+    return t.sizes() == x.sizes() && t.is_contiguous() && t.scalar_type() == x.scalar_type();
+  };
+  TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && like_x(gy) && (!gy2.defined() || like_x(gy2)));
   TORCH_CHECK(kernels::FitsTheBatchNormKernels(x.size(0), x.size(1)));
   TORCH_CHECK(!residual.defined() || (residual.sizes() == x.sizes() && residual.is_contiguous() &&
                                       residual.scalar_type() == x.scalar_type()));
@@ -112,10 +118,11 @@ inline HostBatchNorm RunBatchNormOnHost(const torch::Tensor& x, const torch::Ten
   HostBatchNorm out;
   if (running_mean.defined()) out.running_mean = running_mean.clone(), out.running_var = running_var.clone();
   if (x.scalar_type() == torch::kBFloat16) {
-    internal::RunBatchNormOnHost<kernels::Bf16>(x, residual, gamma, beta, input_bias, eps, momentum, relu, gy, out);
+    internal::RunBatchNormOnHost<kernels::Bf16>(x, residual, gamma, beta, input_bias, eps, momentum, relu, gy, gy2,
+                                                out);
   } else {
     TORCH_CHECK(x.scalar_type() == torch::kFloat);
-    internal::RunBatchNormOnHost<float>(x, residual, gamma, beta, input_bias, eps, momentum, relu, gy, out);
+    internal::RunBatchNormOnHost<float>(x, residual, gamma, beta, input_bias, eps, momentum, relu, gy, gy2, out);
   }
   return out;
 }

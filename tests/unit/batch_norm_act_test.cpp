@@ -203,6 +203,30 @@ TEST(BatchNormArithmetic, ANanInTheInputReachesItsChannelsOutputsAsInAten) {
   }
 }
 
+// A y that two consumers read (a ResNet block's output) gets two gradients. The backward adds them
+// as it loads them, rounded to the element type as ATen's add of the two rounds them, then runs as
+// if given that sum: the same bits as the sum passed alone, so ATen's batch norm of the sum.
+TEST(BatchNormArithmetic, AddsTwoConsumersGradientsAsAtensAddRoundsThem) {
+  for (const auto type : {torch::kFloat, torch::kBFloat16}) {
+    for (const bool relu : {false, true}) {
+      for (const bool residual : {false, true}) {
+        Case c = RandomCase(300, 72, type, relu, residual);
+        const torch::Tensor gy2 = torch::randn_like(c.gy, torch::kFloat).to(type);
+        const HostBatchNorm two = RunBatchNormOnHost(c.x, c.residual, c.gamma, c.beta, c.running_mean,
+                                                     c.running_var, kEps, kMomentum, c.relu, c.gy, {}, gy2);
+        c.gy = (c.gy.to(torch::kFloat) + gy2.to(torch::kFloat)).to(type);  // ATen's add: float32, rounded once
+        const HostBatchNorm summed = RunOnHost(c);
+        SCOPED_TRACE(::testing::Message() << type << (relu ? " relu" : "") << (residual ? " residual" : ""));
+        EXPECT_TRUE(torch::equal(two.gx, summed.gx));
+        if (residual) EXPECT_TRUE(torch::equal(two.gresidual, summed.gresidual));
+        EXPECT_TRUE(torch::equal(two.ggamma, summed.ggamma));
+        EXPECT_TRUE(torch::equal(two.gbeta, summed.gbeta));
+        ExpectAtensBatchNorm(c, two);
+      }
+    }
+  }
+}
+
 // The split decides the order of every sum, so the results' bits: a function of the shape alone,
 // pinned here so that a change to it is a deliberate one.
 TEST(BatchNormArithmetic, SplitsTheRowsByTheShapeAlone) {
