@@ -227,9 +227,10 @@ torch::Tensor ConvBatchNormAct(const torch::Tensor& x, torch::nn::Conv2dImpl& co
 #ifdef MGPU_HAS_FUSED_KERNELS
   const auto& o = conv.options;
   const auto* padding = std::get_if<torch::ExpandingArray<2>>(&o.padding());
-  // Only where the kernels may apply: elsewhere the conv keeps its bias, as before them.
-  if (FusedKernelsInUse() && x.is_cuda() && DeviceRunsFusedKernels(x.device()) && conv.bias.defined() &&
-      padding != nullptr && std::holds_alternative<torch::enumtype::kZeros>(o.padding_mode())) {
+  // Only where the kernels may apply (training, not evaluation): elsewhere the conv keeps its bias,
+  // which cuDNN adds in the convolution, as before them.
+  if (bn.is_training() && FusedKernelsInUse() && x.is_cuda() && DeviceRunsFusedKernels(x.device()) &&
+      conv.bias.defined() && padding != nullptr && std::holds_alternative<torch::enumtype::kZeros>(o.padding_mode())) {
     const torch::Tensor unbiased = torch::conv2d(x, conv.weight, {}, *o.stride(), **padding, *o.dilation(), o.groups());
     if (FusedBatchNormApplies(unbiased, bn, {}) && IsFloatOn(conv.bias, x.device()) &&
         conv.bias.size(0) == unbiased.size(1)) {
