@@ -24,9 +24,6 @@ bool IsAlignedChannelsLast(const torch::Tensor& t) {
          reinterpret_cast<uintptr_t>(t.data_ptr()) % kAlignment == 0;
 }
 
-// ATen's output side for a window without dilation or ceil mode.
-int PooledSize(int size, int kernel, int stride, int pad) { return (size + 2 * pad - kernel) / stride + 1; }
-
 // pool's (kernel h, w, stride h, w, padding h, w).
 std::vector<int64_t> WindowOf(const torch::nn::MaxPool2dOptions& o) {
   return {(*o.kernel_size())[0], (*o.kernel_size())[1], (*o.stride())[0], (*o.stride())[1], (*o.padding())[0],
@@ -51,8 +48,8 @@ kernels::MaxPoolShape ShapeOf(c10::IntArrayRef x_sizes, const std::vector<int64_
   s.kernel_h = static_cast<int>(window[0]), s.kernel_w = static_cast<int>(window[1]);
   s.stride_h = static_cast<int>(window[2]), s.stride_w = static_cast<int>(window[3]);
   s.pad_h = static_cast<int>(window[4]), s.pad_w = static_cast<int>(window[5]);
-  s.pooled_height = PooledSize(s.height, s.kernel_h, s.stride_h, s.pad_h);
-  s.pooled_width = PooledSize(s.width, s.kernel_w, s.stride_w, s.pad_w);
+  s.pooled_height = kernels::MaxPoolOutputSide(s.height, s.kernel_h, s.stride_h, s.pad_h);
+  s.pooled_width = kernels::MaxPoolOutputSide(s.width, s.kernel_w, s.stride_w, s.pad_w);
   return s;
 }
 
@@ -99,7 +96,6 @@ class MaxPoolFunction : public torch::autograd::Function<MaxPoolFunction> {
                                                         Elements<float>(gx), stream));
     return {gx, {}};
   }
-
 };
 #endif
 

@@ -33,15 +33,22 @@ struct MaxPoolShape {
   MGPU_HOST_DEVICE int64_t backward_items() const { return int64_t{batch} * height * width * vectors(); }
 };
 
+// ATen's output side for a window without dilation or ceil mode; 0 where no window fits (where
+// ATen refuses the shape).
+inline int MaxPoolOutputSide(int size, int kernel, int stride, int pad) {
+  return size + 2 * pad < kernel ? 0 : (size + 2 * pad - kernel) / stride + 1;
+}
+
 // Whether the kernels take the shape: ATen's own conditions (a padding of at most half the window,
 // an output pixel at least), a window index within a byte, whole vectors of channels, and pixels
-// (N H W) within an int.
+// (N H W and N OH OW, which padding may make the larger) within an int.
 inline bool FitsTheMaxPoolKernels(const MaxPoolShape& s) {
   const bool window = s.kernel_h > 0 && s.kernel_w > 0 && s.kernel_h * s.kernel_w <= 256 && s.stride_h > 0 &&
                       s.stride_w > 0 && s.pad_h >= 0 && s.pad_w >= 0 && 2 * s.pad_h <= s.kernel_h &&
                       2 * s.pad_w <= s.kernel_w;
   return window && s.batch > 0 && s.channels > 0 && s.channels % kVector == 0 && s.pooled_height > 0 &&
-         s.pooled_width > 0 && int64_t{s.batch} * s.height * s.width < (int64_t{1} << 31);
+         s.pooled_width > 0 && int64_t{s.batch} * s.height * s.width < (int64_t{1} << 31) &&
+         int64_t{s.batch} * s.pooled_height * s.pooled_width < (int64_t{1} << 31);
 }
 
 // The output pixel of a forward item, or the input pixel of a backward one.

@@ -25,8 +25,8 @@ MaxPoolShape ShapeOf(const torch::Tensor& x, const Window& w) {
   s.height = static_cast<int>(x.size(2)), s.width = static_cast<int>(x.size(3));
   s.kernel_h = w.kernel_h, s.kernel_w = w.kernel_w, s.stride_h = w.stride_h, s.stride_w = w.stride_w;
   s.pad_h = w.pad_h, s.pad_w = w.pad_w;
-  s.pooled_height = (s.height + 2 * s.pad_h - s.kernel_h) / s.stride_h + 1;
-  s.pooled_width = (s.width + 2 * s.pad_w - s.kernel_w) / s.stride_w + 1;
+  s.pooled_height = kernels::MaxPoolOutputSide(s.height, s.kernel_h, s.stride_h, s.pad_h);
+  s.pooled_width = kernels::MaxPoolOutputSide(s.width, s.kernel_w, s.stride_w, s.pad_w);
   return s;
 }
 
@@ -144,6 +144,28 @@ TEST(MaxPoolArithmetic, FitsOnlyWholeVectorsAByteOfWindowAndAtensPadding) {
   EXPECT_FALSE(FitsTheMaxPoolKernels(ShapeOf(torch::zeros({1, 8, 40, 40}), Window{16, 17, 1, 1, 0, 0})));
   EXPECT_FALSE(FitsTheMaxPoolKernels(ShapeOf(x, Window{3, 3, 2, 2, 2, 1})));  // ATen refuses pad > kernel / 2
   EXPECT_FALSE(FitsTheMaxPoolKernels(ShapeOf(torch::zeros({1, 8, 2, 2}), Window{3, 3, 1, 1, 0, 0})));  // no output
+}
+
+// The output's side, where the kernels allocate it and ATen would: 0 where ATen refuses the shape
+// (no window fits, even with a stride that would round the count up to one).
+TEST(MaxPoolArithmetic, SizesTheOutputAsAtenDoes) {
+  for (int size = 1; size <= 12; ++size) {
+    for (int kernel = 1; kernel <= 4; ++kernel) {
+      for (int stride = 1; stride <= 3; ++stride) {
+        for (int pad = 0; 2 * pad <= kernel; ++pad) {
+          SCOPED_TRACE(::testing::Message() << "size " << size << " kernel " << kernel << " stride " << stride
+                                            << " pad " << pad);
+          int64_t aten = 0;
+          try {
+            aten = torch::max_pool2d(torch::zeros({1, 1, size, size}), kernel, stride, pad).size(-1);
+          } catch (const c10::Error&) {
+            aten = 0;  // "Output size is too small"
+          }
+          EXPECT_EQ(kernels::MaxPoolOutputSide(size, kernel, stride, pad), aten);
+        }
+      }
+    }
+  }
 }
 
 TEST(MaxPool, LeavesTheCpuToAten) {
