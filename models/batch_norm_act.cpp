@@ -27,16 +27,9 @@ torch::Tensor AtenBatchNormAct(const torch::Tensor& x, torch::nn::BatchNorm2dImp
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-constexpr int64_t kAlignment = 16;
-
 // x as the kernels' (M, C) rows: a channels-last (N, C, H, W) tensor.
 kernels::BatchNormShape ShapeOf(const torch::Tensor& x) {
   return kernels::MakeBatchNormShape(x.size(0) * x.size(2) * x.size(3), static_cast<int>(x.size(1)));
-}
-
-bool IsAlignedChannelsLast(const torch::Tensor& t) {
-  return t.is_contiguous(torch::MemoryFormat::ChannelsLast) &&
-         reinterpret_cast<uintptr_t>(t.data_ptr()) % kAlignment == 0;
 }
 
 // t as the kernels' element type (bfloat16 or float32, which FusedBatchNormApplies checked).
@@ -91,12 +84,6 @@ Gradients Backward(const torch::Tensor& x, const torch::Tensor& y, const torch::
 
 const float* FloatsOrNull(const std::optional<torch::Tensor>& t) { return t ? t->data_ptr<float>() : nullptr; }
 
-// A gradient as the kernels read it: channels-last and 16-byte aligned (a copy where it is not).
-torch::Tensor AsKernelsRead(const torch::Tensor& g) {
-  if (!g.defined()) return g;
-  torch::Tensor rows = g.contiguous(torch::MemoryFormat::ChannelsLast);
-  return IsAlignedChannelsLast(rows) ? rows : rows.clone(torch::MemoryFormat::ChannelsLast);
-}
 
 class BatchNormActFunction : public torch::autograd::Function<BatchNormActFunction> {
  public:
@@ -134,7 +121,8 @@ class BatchNormActFunction : public torch::autograd::Function<BatchNormActFuncti
     const variable_list saved = ctx->get_saved_variables();
     const torch::Tensor &x = saved[0], &gamma = saved[1], &statistics = saved[2], &y = saved[3];
     const bool relu = ctx->saved_data["relu"].toBool(), has_residual = ctx->saved_data["residual"].toBool();
-    torch::Tensor gy = AsKernelsRead(grads[0]), gy2 = grads.size() > 1 ? AsKernelsRead(grads[1]) : torch::Tensor();
+    torch::Tensor gy = AlignedChannelsLast(grads[0]);
+    torch::Tensor gy2 = grads.size() > 1 ? AlignedChannelsLast(grads[1]) : torch::Tensor();
     if (!gy.defined()) std::swap(gy, gy2);
     if (!gy.defined()) return variable_list(kInputs);  // no output was used
     const c10::cuda::CUDAGuard on_device(x.device());

@@ -17,13 +17,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-constexpr int64_t kAlignment = 16;
-
-bool IsAlignedChannelsLast(const torch::Tensor& t) {
-  return t.is_contiguous(torch::MemoryFormat::ChannelsLast) &&
-         reinterpret_cast<uintptr_t>(t.data_ptr()) % kAlignment == 0;
-}
-
 // pool's (kernel h, w, stride h, w, padding h, w).
 std::vector<int64_t> WindowOf(const torch::nn::MaxPool2dOptions& o) {
   return {(*o.kernel_size())[0], (*o.kernel_size())[1], (*o.stride())[0], (*o.stride())[1], (*o.padding())[0],
@@ -83,8 +76,7 @@ class MaxPoolFunction : public torch::autograd::Function<MaxPoolFunction> {
     const torch::Tensor window_index = ctx->get_saved_variables()[0];
     const auto x_sizes = ctx->saved_data["x_sizes"].toIntVector();
     const kernels::MaxPoolShape s = ShapeOf(x_sizes, ctx->saved_data["window"].toIntVector());
-    torch::Tensor gy = grads[0].contiguous(torch::MemoryFormat::ChannelsLast);
-    if (!IsAlignedChannelsLast(gy)) gy = gy.clone(torch::MemoryFormat::ChannelsLast);
+    const torch::Tensor gy = AlignedChannelsLast(grads[0]);
     const c10::cuda::CUDAGuard on_device(gy.device());
     torch::Tensor gx = torch::empty(x_sizes, gy.options().memory_format(torch::MemoryFormat::ChannelsLast));
     const auto stream = at::cuda::getCurrentCUDAStream();
