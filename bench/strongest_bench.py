@@ -18,6 +18,7 @@ Writes DIR/strongest-bench.json and prints a Markdown table.
 """
 import argparse
 import datetime
+import functools
 import itertools
 import json
 import os
@@ -93,6 +94,7 @@ def pytorch_row_name(mode, precision, layout, optimizer_impl):
     return f"PyTorch {how}, {precision}, {layout}, {optimizer_impl} SGD"
 
 
+@functools.lru_cache(maxsize=None)
 def gpu_memory_bytes():
     """The first visible GPU's memory, from nvidia-smi (no CUDA context in this process); 8 GiB where
     nvidia-smi cannot tell."""
