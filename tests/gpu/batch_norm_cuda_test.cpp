@@ -98,7 +98,7 @@ TEST_F(BatchNormActCuda, ComputesTheBitsOfItsArithmeticOnTheCpu) {
     }
     ExpectTheHostsBits({4, 72, 10, 10}, type, /*relu=*/true, /*with_residual=*/true);  // a tile and a vector
     ExpectTheHostsBits({2, 256, 7, 7}, type, /*relu=*/true, /*with_residual=*/false);  // four tiles, one split
-    ExpectTheHostsBits({64, 128, 32, 32}, type, /*relu=*/true, /*with_residual=*/true);  // 512 splits a tile
+    ExpectTheHostsBits({64, 128, 32, 32}, type, /*relu=*/true, /*with_residual=*/true);  // 132 splits a tile
   }
 }
 
