@@ -88,20 +88,23 @@ const float* FloatsOrNull(const std::optional<torch::Tensor>& t) { return t ? t-
 class BatchNormActFunction : public torch::autograd::Function<BatchNormActFunction> {
  public:
   // Optional tensors as std::optional: autograd records an input's device, which an undefined
-  // tensor has none of. running_mean and running_var: none where bn tracks no running statistics;
-  // input_bias: a convolution's bias that x lacks (batch_norm_math.h), or none. Returns y, and with
-  // `fork` a second tensor of y's storage (ForkedActivation) whose gradient arrives separately.
+  // tensor has none of. running_mean, running_var and batches_tracked (num_batches_tracked, which
+  // the forward's finalize counts up): none where bn tracks no running statistics; input_bias: a
+  // convolution's bias that x lacks (batch_norm_math.h), or none. Returns y, and with `fork` a
+  // second tensor of y's storage (ForkedActivation) whose gradient arrives separately.
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& gamma,
                                const torch::Tensor& beta, const std::optional<torch::Tensor>& residual,
                                const std::optional<torch::Tensor>& input_bias,
                                const std::optional<torch::Tensor>& running_mean,
-                               const std::optional<torch::Tensor>& running_var, double eps, double momentum,
+                               const std::optional<torch::Tensor>& running_var,
+                               const std::optional<torch::Tensor>& batches_tracked, double eps, double momentum,
                                bool relu, bool fork) {
     const c10::cuda::CUDAGuard on_device(x.device());
     kernels::BatchNormParameters p;
     p.gamma = gamma.data_ptr<float>(), p.beta = beta.data_ptr<float>(), p.input_bias = FloatsOrNull(input_bias);
     p.running_mean = running_mean ? running_mean->data_ptr<float>() : nullptr;
     p.running_var = running_var ? running_var->data_ptr<float>() : nullptr;
+    p.batches_tracked = batches_tracked ? batches_tracked->data_ptr<int64_t>() : nullptr;
     p.eps = static_cast<float>(eps), p.momentum = static_cast<float>(momentum);
     torch::Tensor statistics = torch::empty({4, x.size(1)}, x.options().dtype(torch::kFloat));
     const torch::Tensor r = residual.value_or(torch::Tensor());
@@ -132,11 +135,11 @@ class BatchNormActFunction : public torch::autograd::Function<BatchNormActFuncti
     // The input bias's gradient: the sum of gx over the rows, zero (the batch norm subtracts the mean).
     const torch::Tensor g_input_bias =
         ctx->saved_data["input_bias"].toBool() ? torch::zeros({x.size(1)}, gamma.options()) : torch::Tensor();
-    return {g.x, g.gamma, g.beta, g.residual, g_input_bias, {}, {}, {}, {}, {}, {}};
+    return {g.x, g.gamma, g.beta, g.residual, g_input_bias, {}, {}, {}, {}, {}, {}, {}};
   }
 
  private:
-  static constexpr size_t kInputs = 11;  // forward's after ctx
+  static constexpr size_t kInputs = 12;  // forward's after ctx
 };
 
 bool IsFloatOn(const torch::Tensor& t, const torch::Device& device) {
@@ -149,22 +152,23 @@ bool ParametersApply(const torch::Tensor& x, const torch::nn::BatchNorm2dImpl& b
       !IsFloatOn(bn.bias, x.device()) || bn.weight.size(0) != x.size(1)) {
     return false;
   }
-  return !o.track_running_stats() || (IsFloatOn(bn.running_mean, x.device()) && IsFloatOn(bn.running_var, x.device()));
+  const torch::Tensor& batches = bn.num_batches_tracked;
+  return !o.track_running_stats() || (IsFloatOn(bn.running_mean, x.device()) && IsFloatOn(bn.running_var, x.device()) &&
+                                      batches.defined() && batches.scalar_type() == torch::kLong &&
+                                      batches.device() == x.device() && batches.numel() == 1);
 }
 
-// The kernels' act(bn(x + input_bias) + residual), counting the step as BatchNormImplBase::forward
-// does; residual and input_bias may be undefined. With `fork`, y and a second tensor of its storage.
+// The kernels' act(bn(x + input_bias) + residual), counting the step (in the forward's finalize) as
+// BatchNormImplBase::forward does; residual and input_bias may be undefined. With `fork`, y and a
+// second tensor of its storage.
 variable_list FusedBatchNormAct(const torch::Tensor& x, torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& residual,
                                 const torch::Tensor& input_bias, Activation act, bool fork = false) {
   const bool tracks = bn.options.track_running_stats();
-  if (tracks) {
-    torch::NoGradGuard no_grad;
-    bn.num_batches_tracked.add_(1);
-  }
   const auto optional = [](const torch::Tensor& t) { return t.defined() ? std::optional(t) : std::nullopt; };
   return BatchNormActFunction::apply(x, bn.weight, bn.bias, optional(residual), optional(input_bias),
                                      tracks ? std::optional(bn.running_mean) : std::nullopt,
-                                     tracks ? std::optional(bn.running_var) : std::nullopt, bn.options.eps(),
+                                     tracks ? std::optional(bn.running_var) : std::nullopt,
+                                     tracks ? std::optional(bn.num_batches_tracked) : std::nullopt, bn.options.eps(),
                                      *bn.options.momentum(), act == Activation::kRelu, fork);
 }
 #endif

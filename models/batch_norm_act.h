@@ -9,10 +9,11 @@
 // The kernels apply to x on a GPU that runs mgpu's fused kernels (models/fused_kernels.h; off
 // with --fused-kernels false) in training mode, bfloat16 or float32, channels-last contiguous
 // (N, C, H, W) with C a multiple of 8 and more than one value per channel, 16-byte aligned; bn
-// affine, with a momentum, its parameters and running statistics float32 on x's device; the
-// residual, if any, x's shape, type and layout. Their arithmetic is float32, the output rounded
-// once (batch_norm_math.h), the same bits every run; the running statistics are updated as ATen
-// does (unbiased variance, momentum) and num_batches_tracked counts the step.
+// affine, with a momentum, its parameters and running statistics float32 (num_batches_tracked
+// int64) on x's device; the residual, if any, x's shape, type and layout. Their arithmetic is
+// float32, the output rounded once (batch_norm_math.h), the same bits every run; the running
+// statistics are updated as ATen does (unbiased variance, momentum) and num_batches_tracked counts
+// the step (in the kernels: ATen's add of its own would be one more kernel per batch norm).
 #pragma once
 
 #include <torch/torch.h>

@@ -25,7 +25,7 @@
 // Kernels (the reductions' grid: s.tiles() x s.splits blocks of kBnBlockThreads; the element-wise
 // ones use the same grid, a thread keeping its channels' coefficients in registers):
 //   statistics      partials[2][splits][C]: sum d, sum d^2 per split
-//   finalize        mean, invstd, scale, shift, running stats; a warp per channel
+//   finalize        mean, invstd, scale, shift, running stats (and the batch count); a warp per channel
 //   apply           y = act(x * scale + shift [+ residual])
 //   grad sums       partials[2][splits][C]: sum g, sum g (x - mean), g = gy where act passes;
 //                   and g itself as the residual's gradient, where there is a residual
@@ -217,13 +217,16 @@ MGPU_HOST_DEVICE inline void SplitSums(const BatchNormShape& s, const float* par
 }
 
 // The forward's per-channel parameters and outputs. running_mean and running_var may be null
-// (a batch norm that tracks no running statistics), input_bias too (none folded in).
+// (a batch norm that tracks no running statistics), input_bias too (none folded in), and
+// batches_tracked (num_batches_tracked, which channel 0's finalize counts up by one: ATen's add of
+// its own was a kernel per batch norm, 20 of a ResNet-18's step).
 struct BatchNormParameters {
   const float* gamma = nullptr;
   const float* beta = nullptr;
   float* running_mean = nullptr;
   float* running_var = nullptr;
   const float* input_bias = nullptr;
+  int64_t* batches_tracked = nullptr;
   float eps = 1e-5f, momentum = 0.1f;
 };
 
@@ -245,6 +248,7 @@ MGPU_HOST_DEVICE inline void FinalizeChannel(const BatchNormShape& s, const Batc
   const float scale = p.gamma[c] * invstd;
   out.mean[c] = mean, out.invstd[c] = invstd, out.scale[c] = scale;
   out.shift[c] = fmaf(-mean, scale, p.beta[c]);
+  if (c == 0 && p.batches_tracked != nullptr) ++*p.batches_tracked;
   if (p.running_mean != nullptr) {
     // unbiased - running as one fmaf: nvcc would contract a product and a subtraction into one.
     const float unbiased_minus_running = fmaf(variance, rows / static_cast<float>(s.rows - 1), -p.running_var[c]);

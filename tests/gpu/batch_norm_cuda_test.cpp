@@ -88,6 +88,7 @@ void ExpectTheHostsBits(const ActivationSize& size, torch::ScalarType type, bool
   expect_equal(bn->weight.grad().cpu(), host.ggamma, "ggamma");
   expect_equal(bn->bias.grad().cpu(), host.gbeta, "gbeta");
   expect_equal(bn->running_mean.cpu(), host.running_mean, "running_mean");
+  EXPECT_EQ(bn->num_batches_tracked.item<int64_t>(), host.batches_tracked);
   expect_equal(bn->running_var.cpu(), host.running_var, "running_var");
 }
 

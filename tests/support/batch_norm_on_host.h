@@ -19,6 +19,7 @@ struct HostBatchNorm {
   torch::Tensor running_mean, running_var;  // updated copies; undefined where none were given
   torch::Tensor gx, gresidual;              // backward: (M, C) in x's type; gresidual undefined without a residual
   torch::Tensor ggamma, gbeta;              // (C) float32
+  int64_t batches_tracked = 0;              // the batches the finalize counted (num_batches_tracked's step)
 };
 
 namespace internal {
@@ -42,6 +43,7 @@ void RunBatchNormOnHost(const torch::Tensor& x, const torch::Tensor& residual, c
   k::BatchNormParameters p;
   p.gamma = gamma.data_ptr<float>(), p.beta = beta.data_ptr<float>(), p.input_bias = ElementsOf<float>(input_bias);
   p.running_mean = ElementsOf<float>(out.running_mean), p.running_var = ElementsOf<float>(out.running_var);
+  p.batches_tracked = &out.batches_tracked;
   p.eps = static_cast<float>(eps), p.momentum = static_cast<float>(momentum);
   const k::BatchNormStatistics st{out.mean.data_ptr<float>(), out.invstd.data_ptr<float>(), scale.data(),
                                   shift.data()};

@@ -139,6 +139,15 @@ TEST(BatchNormArithmetic, SumsManyRowsInManySplits) {
   ExpectAtensBatchNorm(many, RunOnHost(many));
 }
 
+// num_batches_tracked counts the batch in the forward's finalize, once for all the tiles' channels
+// (channel 0's), as BatchNorm2d's forward adds one.
+TEST(BatchNormArithmetic, CountsTheBatchOnce) {
+  for (const int64_t channels : {8, 64, 200}) {
+    EXPECT_EQ(RunOnHost(RandomCase(300, channels, torch::kFloat, /*relu=*/true, /*residual=*/false)).batches_tracked, 1)
+        << channels << " channels";
+  }
+}
+
 // Statistics of x - x[0] keep the variance's digits that sums of x and x^2 would cancel: at a
 // mean of 1000 and a variance of 1, float32's x^2 has no digit left below 0.06.
 // ConvBatchNormAct's folded bias: bn(x + b) computed from x, b only moving the running mean; the
