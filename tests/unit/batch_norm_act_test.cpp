@@ -227,7 +227,9 @@ TEST(BatchNormArithmetic, AddsTwoConsumersGradientsAsAtensAddRoundsThem) {
         const HostBatchNorm summed = RunOnHost(c);
         SCOPED_TRACE(::testing::Message() << type << (relu ? " relu" : "") << (residual ? " residual" : ""));
         EXPECT_TRUE(torch::equal(two.gx, summed.gx));
-        if (residual) EXPECT_TRUE(torch::equal(two.gresidual, summed.gresidual));
+        if (residual) {
+          EXPECT_TRUE(torch::equal(two.gresidual, summed.gresidual));
+        }
         EXPECT_TRUE(torch::equal(two.ggamma, summed.ggamma));
         EXPECT_TRUE(torch::equal(two.gbeta, summed.gbeta));
         ExpectAtensBatchNorm(c, two);
