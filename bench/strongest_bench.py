@@ -39,8 +39,8 @@ from results_folder import default_results_folder, recorded_command  # noqa: E40
 # PyTorch's replayed steps, each sized for a few seconds of GPU time on an H100 (the conv nets'
 # longer mgpu runs for 7-12 s more than the shorter: with 2-4 s between them, their start-ups'
 # spread, which grows with the training set the runs create and upload, put the wall-clock rates
-# 8-23% off metrics.csv's, either way; ResNet-50's within the 173 batches that a third of an 80 GB
-# GPU holds, as an epoch's end in the longer run cost it 7%; 1x H100, 2026-11-27); PyTorch's
+# 8-23% off metrics.csv's, either way; ResNet-50's within the 184 batches that a third of an 80 GB
+# GPU holds, as an epoch's end in the longer run cost its in-run rate 3%; 1x H100, 2026-11-27); PyTorch's
 # precisions and layouts to try, and mgpu's precision and layout. LeNet at batch 32 is fastest in
 # float32/TF32 and NCHW on both sides (1x H100, 2026-11-26, steps/s with CUDA graphs: PyTorch
 # compiled 6,612 against 5,543-5,826 in the other three; mgpu 4,358-4,793 against 3,778-4,285, and
@@ -127,7 +127,7 @@ def mgpu_process(args, model, steps, out):
     # ResNet-50's step took 49.6 ms on an H100 against 46.4 ms of GPU work in a step's profile). The
     # runs go round it in epochs only where it does not fit.
     per_image = channels * side * side * 4
-    room = gpu_memory_bytes() // 3  # ResNet-50 at 224 px: 173 batches of 256 on an 80 GB H100
+    room = gpu_memory_bytes() // 3  # ResNet-50 at 224 px: 184 batches of 256 on an H100 (81,559 MiB)
     images = plan["batch"] * min(plan["warmup"] + plan["long"] + 1, max(2, room // per_image // plan["batch"]))
     cmd = [os.path.join(args.build, "bin", "mgpu-worker"), "--model", model, "--dataset", "synthetic",
            "--image-size", str(side), "--synthetic-channels", str(channels), "--synthetic-train", str(images),
