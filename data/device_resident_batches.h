@@ -1,12 +1,12 @@
 // The training set kept on the training device (--data-on-device): uploaded once as uint8
-// pixels, and each batch gathered, converted and normalized there, so a step costs no host
-// work and no host-to-device copy beyond the epoch's index list. On a GPU where the normalized
-// float32 set takes at most 1/8 of the memory (MNIST-sized sets on any current card), the
-// pixels are normalized once at upload instead, and a batch is two gathers.
+// pixels, and each batch gathered, converted, normalized and laid out in the step's memory format
+// there, so a step costs no host work and no host-to-device copy beyond the epoch's index list.
+// On a GPU that is one kernel per batch (data/kernels/gather_kernels.h) besides the labels'
+// gather; on the CPU, ATen's index_select, mul and add_ (and the channels-last copy).
 //
 // Batches equal BatchLoader's for the same indices (same normalization: pixel / 255, minus the
-// mean, over the standard deviation, per channel), up to float rounding. There is no per-sample
-// augmentation: the data set must be used as stored.
+// mean, over the standard deviation, per channel, the same two roundings), bit for bit. There is
+// no per-sample augmentation: the data set must be used as stored.
 #pragma once
 
 #include <cstdint>
@@ -22,9 +22,11 @@ namespace mgpu {
 
 class DeviceResidentBatches : public BatchSource {
  public:
-  // Uploads `dataset`'s images and labels to `device`. Throws BadInputError, naming the size,
-  // when they do not fit in the device's memory, and std::invalid_argument for batch_size < 1.
-  DeviceResidentBatches(const ImageDataset& dataset, int64_t batch_size, torch::Device device);
+  // Uploads `dataset`'s images and labels to `device`; batches' images are channels-last where
+  // `channels_last` (the model's format, --channels-last), contiguous NCHW otherwise. Throws
+  // BadInputError, naming the size, when they do not fit in the device's memory, and
+  // std::invalid_argument for batch_size < 1.
+  DeviceResidentBatches(const ImageDataset& dataset, int64_t batch_size, torch::Device device, bool channels_last);
 
   void StartEpoch(std::vector<int64_t> indices, int64_t epoch) override;
   // The pass's next batch; after DeferGather(), only its sample_indices (no device work).
@@ -42,23 +44,23 @@ class DeviceResidentBatches : public BatchSource {
 
   // Bytes the data set occupies on the device.
   int64_t device_bytes() const;
-  // Whether the pixels were normalized once at upload (float32 on the device).
-  bool normalized_once() const { return normalized_once_; }
 
  private:
-  // (N or B, C, H, W) uint8 pixels as normalized float32 batches.
-  torch::Tensor Normalize(const torch::Tensor& pixels) const;
+  // The (B, C, H, W) images of `indices` by ATen's operations (the CPU's way).
+  torch::Tensor GatherByAten(const torch::Tensor& indices) const;
+  // The same in one CUDA kernel.
+  torch::Tensor GatherByKernel(const torch::Tensor& indices) const;
 
   int64_t batch_size_;
   torch::Device device_;
-  torch::Tensor images_;  // (N, C, H, W) on device_: uint8, or float32 normalized when normalized_once_
+  bool channels_last_;
+  torch::Tensor images_;  // (N, C, H, W) uint8 on device_, contiguous
   torch::Tensor labels_;  // (N) int64 on device_
-  torch::Tensor scale_;   // (1, C, 1, 1) float32: 1 / (255 * stddev)
-  torch::Tensor shift_;   // (1, C, 1, 1) float32: -mean / stddev
+  torch::Tensor scale_;   // (1, C, 1, 1) float32 on device_: 1 / (255 * stddev)
+  torch::Tensor shift_;   // (1, C, 1, 1) float32 on device_: -mean / stddev
   torch::Tensor order_;   // (M) int64 on device_: this pass's indices
   int64_t next_ = 0;      // position in order_ of the next batch's first sample
   bool defer_gather_ = false;
-  bool normalized_once_ = false;
 };
 
 }  // namespace mgpu

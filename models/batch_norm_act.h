@@ -18,6 +18,8 @@
 
 #include <torch/torch.h>
 
+#include "models/forked_activation.h"
+
 namespace mgpu {
 
 enum class Activation { kNone, kRelu };
@@ -31,17 +33,6 @@ bool FusedBatchNormApplies(const torch::Tensor& x, const torch::nn::BatchNorm2dI
 // bias and the residual.
 torch::Tensor BatchNormAct(const torch::Tensor& x, torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& residual,
                            Activation act);
-
-// An activation that two consumers read (a ResNet block's output: the next block's first conv and
-// its shortcut), as two tensors of one storage (`second` an alias of `first`: in-place changes to
-// either show in both), so that each consumer's gradient reaches the BatchNormAct that made it
-// separately. The kernels' backward adds the two as it loads them, rounded as ATen's add rounds
-// them, instead of reading a sum that the autograd engine would write in a pass of its own: at
-// bf16, those sums were 6% of ResNet-50's step on an H100. Where the kernels do not apply, both
-// are the same tensor.
-struct ForkedActivation {
-  torch::Tensor first, second;
-};
 
 // BatchNormAct's y for two consumers.
 ForkedActivation BatchNormActForked(const torch::Tensor& x, torch::nn::BatchNorm2dImpl& bn,

@@ -51,10 +51,17 @@ T* Elements(const torch::Tensor& t) {
   return reinterpret_cast<T*>(t.data_ptr());
 }
 
+// t's elements, or null where t is undefined.
+template <typename T>
+const T* OrNull(const torch::Tensor& t) {
+  return t.defined() ? Elements<const T>(t) : nullptr;
+}
+
 class MaxPoolFunction : public torch::autograd::Function<MaxPoolFunction> {
  public:
-  // window: WindowOf(pool.options), which the backward needs again.
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, std::vector<int64_t> window) {
+  // window: WindowOf(pool.options), which the backward needs again. Returns y, and with `fork` a
+  // second tensor of y's storage (ForkedActivation) whose gradient arrives separately.
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x, std::vector<int64_t> window, bool fork) {
     const kernels::MaxPoolShape s = ShapeOf(x.sizes(), window);
     const c10::cuda::CUDAGuard on_device(x.device());
     torch::Tensor y = torch::empty({s.batch, s.channels, s.pooled_height, s.pooled_width},
@@ -69,24 +76,30 @@ class MaxPoolFunction : public torch::autograd::Function<MaxPoolFunction> {
     ctx->save_for_backward({window_index});
     ctx->saved_data["window"] = window;
     ctx->saved_data["x_sizes"] = x.sizes().vec();
-    return y;
+    // An unused output's gradient stays undefined instead of a tensor of zeros to read.
+    ctx->set_materialize_grads(false);
+    if (!fork) return {y};
+    return {y, y.alias()};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const torch::Tensor window_index = ctx->get_saved_variables()[0];
     const auto x_sizes = ctx->saved_data["x_sizes"].toIntVector();
     const kernels::MaxPoolShape s = ShapeOf(x_sizes, ctx->saved_data["window"].toIntVector());
-    const torch::Tensor gy = AlignedChannelsLast(grads[0]);
+    torch::Tensor gy = AlignedChannelsLast(grads[0]);
+    torch::Tensor gy2 = grads.size() > 1 ? AlignedChannelsLast(grads[1]) : torch::Tensor();
+    if (!gy.defined()) std::swap(gy, gy2);
+    if (!gy.defined()) return {torch::Tensor(), {}, {}};  // no output was used
     const c10::cuda::CUDAGuard on_device(gy.device());
     torch::Tensor gx = torch::empty(x_sizes, gy.options().memory_format(torch::MemoryFormat::ChannelsLast));
     const auto stream = at::cuda::getCurrentCUDAStream();
     C10_CUDA_CHECK(gy.scalar_type() == torch::kBFloat16
-                       ? kernels::LaunchMaxPoolBackward(s, Elements<const kernels::Bf16>(gy),
+                       ? kernels::LaunchMaxPoolBackward(s, Elements<const kernels::Bf16>(gy), OrNull<kernels::Bf16>(gy2),
                                                         window_index.data_ptr<uint8_t>(), Elements<kernels::Bf16>(gx),
                                                         stream)
-                       : kernels::LaunchMaxPoolBackward(s, Elements<const float>(gy), window_index.data_ptr<uint8_t>(),
-                                                        Elements<float>(gx), stream));
-    return {gx, {}};
+                       : kernels::LaunchMaxPoolBackward(s, Elements<const float>(gy), OrNull<float>(gy2),
+                                                        window_index.data_ptr<uint8_t>(), Elements<float>(gx), stream));
+    return {gx, {}, {}};
   }
 };
 #endif
@@ -112,10 +125,21 @@ bool FusedMaxPoolApplies(const torch::Tensor& x, const torch::nn::MaxPool2dImpl&
 torch::Tensor MaxPool(const torch::Tensor& x, torch::nn::MaxPool2dImpl& pool) {
 #ifdef MGPU_HAS_FUSED_KERNELS
   if (FusedMaxPoolApplies(x, pool)) {
-    return MaxPoolFunction::apply(x, WindowOf(pool.options));
+    return MaxPoolFunction::apply(x, WindowOf(pool.options), /*fork=*/false)[0];
   }
 #endif
   return pool.forward(x);
+}
+
+ForkedActivation MaxPoolForked(const torch::Tensor& x, torch::nn::MaxPool2dImpl& pool) {
+#ifdef MGPU_HAS_FUSED_KERNELS
+  if (FusedMaxPoolApplies(x, pool)) {
+    const variable_list y = MaxPoolFunction::apply(x, WindowOf(pool.options), /*fork=*/true);
+    return {y[0], y[1]};
+  }
+#endif
+  const torch::Tensor y = pool.forward(x);
+  return {y, y};
 }
 
 }  // namespace mgpu

@@ -12,6 +12,8 @@
 
 #include <torch/torch.h>
 
+#include "models/forked_activation.h"
+
 namespace mgpu {
 
 // Whether mgpu's kernels compute MaxPool(x, pool).
@@ -20,5 +22,8 @@ bool FusedMaxPoolApplies(const torch::Tensor& x, const torch::nn::MaxPool2dImpl&
 // pool's max_pool2d of x: the kernels where FusedMaxPoolApplies, else pool.forward(x). Gradients
 // reach x.
 torch::Tensor MaxPool(const torch::Tensor& x, torch::nn::MaxPool2dImpl& pool);
+
+// MaxPool's y for two consumers (models/forked_activation.h).
+ForkedActivation MaxPoolForked(const torch::Tensor& x, torch::nn::MaxPool2dImpl& pool);
 
 }  // namespace mgpu

@@ -4,6 +4,7 @@
 
 #include "common/status.h"
 #include "models/batch_norm_act.h"
+#include "models/global_average_pool.h"
 #include "models/max_pool.h"
 
 namespace mgpu {
@@ -142,7 +143,6 @@ ResNet::ResNet(int depth, int64_t in_channels, int64_t num_classes, int64_t heig
   layer2_ = register_module("layer2", make_layer(128, blocks[1], 2));
   layer3_ = register_module("layer3", make_layer(256, blocks[2], 2));
   layer4_ = register_module("layer4", make_layer(512, blocks[3], 2));
-  avgpool_ = register_module("avgpool", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(1)));
   fc_ = register_module("fc", nn::Linear(channels, num_classes));
 
   // torchvision's initialization: He-normal convolutions (fan-out), unit batch norms; fc keeps
@@ -176,8 +176,7 @@ torch::Tensor ResNet::forward(torch::Tensor images) {
   ForkedActivation x;  // an activation and its second reader's alias (models/batch_norm_act.h)
   if (maxpool_) {
     const torch::Tensor stem = BatchNormAct(conv1_(images), *bn1_, {}, Activation::kRelu);  // (B, 64, H/2, W/2)
-    const torch::Tensor pooled = MaxPool(stem, *maxpool_);                                    // (B, 64, H/4, W/4)
-    x = {pooled, pooled};
+    x = MaxPoolForked(stem, *maxpool_);                                                       // (B, 64, H/4, W/4)
   } else {
     x = BatchNormActForked(conv1_(images), *bn1_, {}, Activation::kRelu);  // CIFAR (B, 64, H, W)
   }
@@ -185,7 +184,7 @@ torch::Tensor ResNet::forward(torch::Tensor images) {
   x = RunLayer(layer2_, x, false);           // (B, 128 e, h/2, w/2)
   x = RunLayer(layer3_, x, false);           // (B, 256 e, h/4, w/4)
   x = RunLayer(layer4_, x, true);            // (B, 512 e, h/8, w/8)
-  const torch::Tensor features = avgpool_(x.first).flatten(1);  // (B, 512 e)
+  const torch::Tensor features = GlobalAveragePool(x.first);  // (B, 512 e)
   return fc_(features);                                         // (B, classes)
 }
 

@@ -35,7 +35,6 @@ class ResNet : public Classifier {
   torch::nn::BatchNorm2d bn1_{nullptr};
   torch::nn::MaxPool2d maxpool_{nullptr};  // ImageNet stem only
   torch::nn::Sequential layer1_{nullptr}, layer2_{nullptr}, layer3_{nullptr}, layer4_{nullptr};
-  torch::nn::AdaptiveAvgPool2d avgpool_{nullptr};
   torch::nn::Linear fc_{nullptr};
 };
 

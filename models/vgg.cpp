@@ -7,6 +7,7 @@
 
 #include "common/status.h"
 #include "models/batch_norm_act.h"
+#include "models/global_average_pool.h"
 #include "models/max_pool.h"
 
 namespace mgpu {
@@ -54,7 +55,6 @@ Vgg::Vgg(int depth, int64_t in_channels, int64_t num_classes, int64_t height, in
     features_->push_back(nn::ReLU(nn::ReLUOptions(true)));
     channels = entry;
   }
-  avgpool_ = register_module("avgpool", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(1)));
   classifier_ = register_module("classifier", nn::Linear(channels, num_classes));
 
   // torchvision's initialization: He-normal convolutions (fan-out), unit batch norms, small
@@ -85,7 +85,7 @@ torch::Tensor Vgg::forward(torch::Tensor x) {
       x = MaxPool(x, *features_[i]->as<nn::MaxPool2d>());
     }
   }  // (B, 512, H/32, W/32)
-  x = avgpool_(x).flatten(1);  // (B, 512)
+  x = GlobalAveragePool(x);  // (B, 512)
   return classifier_(x);       // (B, classes)
 }
 

@@ -19,7 +19,6 @@ class Vgg : public Classifier {
 
  private:
   torch::nn::Sequential features_{nullptr};
-  torch::nn::AdaptiveAvgPool2d avgpool_{nullptr};
   torch::nn::Linear classifier_{nullptr};
 };
 

@@ -6,7 +6,6 @@
 
 #include "common/status.h"
 #include "dataparallel/data_parallel.h"
-#include "models/memory_format.h"
 
 namespace mgpu {
 
@@ -35,10 +34,9 @@ GraphedTrainStep::GraphedTrainStep(Classifier& model, FusedOptimizer& optimizer,
   loss_images_ = torch::zeros({}, sum_options);
 }
 
-void GraphedTrainStep::GatherFrom(DeviceResidentBatches& source, bool channels_last) {
+void GraphedTrainStep::GatherFrom(DeviceResidentBatches& source) {
   source.DeferGather();
   gather_source_ = &source;
-  gather_channels_last_ = channels_last;
 }
 
 void GraphedTrainStep::SumLossesInto(torch::Tensor& loss_sum, torch::Tensor& loss_images) {
@@ -81,7 +79,7 @@ torch::Tensor GraphedTrainStep::Run(const torch::Tensor& images, const torch::Te
 torch::Tensor GraphedTrainStep::RunOn(const std::vector<torch::Tensor>& inputs, bool capturing) {
   if (inputs.size() == 2) return Run(inputs[0], inputs[1], capturing);
   const Batch batch = gather_source_->Gather(inputs[0]);
-  return Run(ImagesInFormat(batch.images, gather_channels_last_), batch.labels, capturing);
+  return Run(batch.images, batch.labels, capturing);
 }
 
 torch::Tensor GraphedTrainStep::Step(const torch::Tensor& images, const torch::Tensor& labels) {

@@ -64,8 +64,8 @@ class GraphedTrainStep {
 
   // Batches come from `source` (which must outlive this object) as sample indices
   // (DeviceResidentBatches::DeferGather is called here): StepOnSamples gathers them inside the
-  // step, in `channels_last` format or not.
-  void GatherFrom(DeviceResidentBatches& source, bool channels_last);
+  // step, in the source's memory format.
+  void GatherFrom(DeviceResidentBatches& source);
   // As Step, on the batch of `sample_indices` ((B) int64 on the device) of the GatherFrom source.
   torch::Tensor StepOnSamples(const torch::Tensor& sample_indices);
 
@@ -98,7 +98,6 @@ class GraphedTrainStep {
   torch::Device device_;
   DistributedDataParallel* ddp_;
   DeviceResidentBatches* gather_source_ = nullptr;
-  bool gather_channels_last_ = false;
   torch::Tensor loss_sum_;     // () float64 on the device: the running sum of loss x images
   torch::Tensor loss_images_;  // () float64 on the device: the images whose loss is in loss_sum_
 

@@ -196,8 +196,8 @@ void TrainingSession::BuildBatches() {
   decode_why_ = decode.why;
   summary_.decode = decode.gpu ? "gpu" : "cpu";
   if (config_.data_on_device) {
-    auto on_device = std::make_unique<DeviceResidentBatches>(data_.memory->train, micro_batch_, device_);
-    if (graphed_) graphed_->GatherFrom(*on_device, channels_last_);  // the batches are gathered in the graph
+    auto on_device = std::make_unique<DeviceResidentBatches>(data_.memory->train, micro_batch_, device_, channels_last_);
+    if (graphed_) graphed_->GatherFrom(*on_device);  // the batches are gathered in the graph
     batches_ = std::move(on_device);
   } else if (decode.gpu) {
     auto streamed = std::dynamic_pointer_cast<const StreamingImages>(data_.train);

@@ -8,14 +8,9 @@
 
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define MGPU_HOST_DEVICE __host__ __device__
-#define MGPU_UNROLL _Pragma("unroll")
-#define MGPU_UNROLL_BY_8 _Pragma("unroll 8")
-#else
-#define MGPU_HOST_DEVICE
-#define MGPU_UNROLL
-#define MGPU_UNROLL_BY_8
+#include "common/host_device.h"
+
+#ifndef __CUDACC__
 #include <cmath>
 using std::fmaf;
 #endif

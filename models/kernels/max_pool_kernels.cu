@@ -21,10 +21,10 @@ __global__ void __launch_bounds__(kPoolThreads)
 
 template <typename T>
 __global__ void __launch_bounds__(kPoolThreads)
-    MaxPoolBackwardKernel(MaxPoolShape s, const T* __restrict__ gy, const uint8_t* __restrict__ window_index,
-                          T* __restrict__ gx) {
+    MaxPoolBackwardKernel(MaxPoolShape s, const T* __restrict__ gy, const T* __restrict__ gy2,
+                          const uint8_t* __restrict__ window_index, T* __restrict__ gx) {
   const int64_t item = ThisThreadsItem();
-  if (item < s.backward_items()) MaxPoolBackwardItem(s, item, gy, window_index, gx);
+  if (item < s.backward_items()) MaxPoolBackwardItem(s, item, gy, gy2, window_index, gx);
 }
 
 }  // namespace
@@ -36,15 +36,15 @@ cudaError_t LaunchMaxPoolForward(const MaxPoolShape& s, const T* x, T* y, uint8_
 }
 
 template <typename T>
-cudaError_t LaunchMaxPoolBackward(const MaxPoolShape& s, const T* gy, const uint8_t* window_index, T* gx,
+cudaError_t LaunchMaxPoolBackward(const MaxPoolShape& s, const T* gy, const T* gy2, const uint8_t* window_index, T* gx,
                                   cudaStream_t stream) {
-  MaxPoolBackwardKernel<<<BlocksFor(s.backward_items()), kPoolThreads, 0, stream>>>(s, gy, window_index, gx);
+  MaxPoolBackwardKernel<<<BlocksFor(s.backward_items()), kPoolThreads, 0, stream>>>(s, gy, gy2, window_index, gx);
   return cudaGetLastError();
 }
 
 #define MGPU_MAX_POOL_INSTANCES(T)                                                                      \
   template cudaError_t LaunchMaxPoolForward<T>(const MaxPoolShape&, const T*, T*, uint8_t*, cudaStream_t); \
-  template cudaError_t LaunchMaxPoolBackward<T>(const MaxPoolShape&, const T*, const uint8_t*, T*, cudaStream_t);
+  template cudaError_t LaunchMaxPoolBackward<T>(const MaxPoolShape&, const T*, const T*, const uint8_t*, T*, cudaStream_t);
 MGPU_MAX_POOL_INSTANCES(Bf16)
 MGPU_MAX_POOL_INSTANCES(float)
 #undef MGPU_MAX_POOL_INSTANCES

@@ -17,9 +17,10 @@ namespace mgpu::kernels {
 template <typename T>
 cudaError_t LaunchMaxPoolForward(const MaxPoolShape& s, const T* x, T* y, uint8_t* window_index, cudaStream_t stream);
 
-// gx from gy and the forward's window indices.
+// gx from gy (plus gy2, a second consumer's gradient, where not null) and the forward's window
+// indices.
 template <typename T>
-cudaError_t LaunchMaxPoolBackward(const MaxPoolShape& s, const T* gy, const uint8_t* window_index, T* gx,
+cudaError_t LaunchMaxPoolBackward(const MaxPoolShape& s, const T* gy, const T* gy2, const uint8_t* window_index, T* gx,
                                   cudaStream_t stream);
 
 }  // namespace mgpu::kernels

@@ -125,9 +125,11 @@ MGPU_HOST_DEVICE inline int EndOfWindowsOver(int i, int pad, int stride, int poo
   return end < pooled ? end : pooled;
 }
 
-// gx of one input pixel's vector of channels, from gy and the forward's window indices.
+// gx of one input pixel's vector of channels, from gy and the forward's window indices. gy2: a
+// second consumer's gradient of y (a forked output, ForkedActivation), added to gy as it is read and
+// rounded to T, as ATen's autograd engine would add the two in a pass of its own; or null.
 template <typename T>
-MGPU_HOST_DEVICE inline void MaxPoolBackwardItem(const MaxPoolShape& s, int64_t item, const T* gy,
+MGPU_HOST_DEVICE inline void MaxPoolBackwardItem(const MaxPoolShape& s, int64_t item, const T* gy, const T* gy2,
                                                  const uint8_t* window_index, T* gx) {
   const PoolPixel in = PixelOf(item, s.vectors(), s.height, s.width);
   const int oh_end = EndOfWindowsOver(in.h, s.pad_h, s.stride_h, s.pooled_height);
@@ -146,6 +148,12 @@ MGPU_HOST_DEVICE inline void MaxPoolBackwardItem(const MaxPoolShape& s, int64_t 
       if (!any) continue;  // gy need not be read
       float g[kVector];
       LoadVector(gy + out * kVector, g);
+      if (gy2 != nullptr) {
+        float g2[kVector];
+        LoadVector(gy2 + out * kVector, g2);
+        MGPU_UNROLL
+        for (int i = 0; i < kVector; ++i) g[i] = RoundedTo<T>(g[i] + g2[i]);
+      }
       MGPU_UNROLL
       for (int i = 0; i < kVector; ++i) {
         if (where[i] == here) sum[i] += g[i];

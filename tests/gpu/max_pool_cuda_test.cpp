@@ -60,6 +60,33 @@ TEST_F(MaxPoolCuda, IsAtensForTheNetsPoolsInBothTypes) {
   ExpectAtensBits(torch::randn({2, 8, 7, 5}).to(torch::kBFloat16), kVgg);
 }
 
+// MaxPoolForked (ResNet's ImageNet stem): each consumer's gradient arrives on its own and the
+// kernel adds them as it reads them; x's gradient is ATen's, where autograd adds them first. One
+// consumer alone works too.
+TEST_F(MaxPoolCuda, ForkedOutputTakesBothConsumersGradientsAsAtensAutogradWould) {
+  torch::manual_seed(13);
+  nn::MaxPool2d pool(kResNetStem);
+  for (const auto dtype : {torch::kBFloat16, torch::kFloat}) {
+    SCOPED_TRACE(::testing::Message() << dtype);
+    const torch::Tensor x = ChannelsLastOnCuda(torch::randn({4, 64, 56, 56}).to(dtype));
+    const torch::Tensor ours_x = x.clone().requires_grad_(), aten_x = x.clone().requires_grad_();
+    const ForkedActivation ours = MaxPoolForked(ours_x, *pool);
+    const torch::Tensor aten = pool->forward(aten_x);
+    EXPECT_TRUE(torch::equal(ours.first, aten));
+    EXPECT_EQ(ours.first.data_ptr(), ours.second.data_ptr()) << "one storage";
+    const torch::Tensor gy = ChannelsLastOnCuda(torch::randn(aten.sizes()).to(dtype));
+    const torch::Tensor gy2 = ChannelsLastOnCuda(torch::randn(aten.sizes()).to(dtype));
+    torch::autograd::backward({ours.first, ours.second}, {gy, gy2});
+    torch::autograd::backward({aten, aten}, {gy, gy2});
+    EXPECT_TRUE(torch::equal(ours_x.grad(), aten_x.grad()));
+
+    const torch::Tensor alone_x = x.clone().requires_grad_(), reference_x = x.clone().requires_grad_();
+    MaxPoolForked(alone_x, *pool).second.backward(gy2);
+    pool->forward(reference_x).backward(gy2);
+    EXPECT_TRUE(torch::equal(alone_x.grad(), reference_x.grad())) << "the second consumer alone";
+  }
+}
+
 TEST_F(MaxPoolCuda, IsAtensWithTiesAndNaNs) {
   torch::manual_seed(12);
   ExpectAtensBits(torch::randint(0, 3, {4, 64, 33, 33}).to(torch::kBFloat16), kResNetStem);

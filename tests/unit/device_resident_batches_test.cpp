@@ -25,7 +25,7 @@ TEST(DeviceResidentBatches, EqualTheHostLoadersBatchesIncludingTheShortLastOne) 
   const ImageDataset ds = MakeColourDataset(23);
   const std::vector<int64_t> order = {22, 3, 17, 0, 5, 9, 11, 1, 2, 21, 8, 13, 4, 6, 7, 10, 12, 14, 15, 16, 18, 19, 20};
   BatchLoader loader(ds, LoaderOptions{8, 0});
-  DeviceResidentBatches resident(ds, 8, torch::kCPU);
+  DeviceResidentBatches resident(ds, 8, torch::kCPU, /*channels_last=*/false);
   loader.StartEpoch(order);
   resident.StartEpoch(order, 0);
   int batches = 0;
@@ -45,7 +45,7 @@ TEST(DeviceResidentBatches, EqualTheHostLoadersBatchesIncludingTheShortLastOne) 
 
 TEST(DeviceResidentBatches, ANewPassStartsOverAndAnUnstartedOneIsEmpty) {
   const ImageDataset ds = MakeColourDataset(6);
-  DeviceResidentBatches resident(ds, 4, torch::kCPU);
+  DeviceResidentBatches resident(ds, 4, torch::kCPU, /*channels_last=*/false);
   EXPECT_FALSE(resident.Next().has_value());
   resident.StartEpoch({0, 1, 2, 3, 4, 5}, 0);
   ASSERT_TRUE(resident.Next().has_value());
@@ -55,7 +55,7 @@ TEST(DeviceResidentBatches, ANewPassStartsOverAndAnUnstartedOneIsEmpty) {
   EXPECT_EQ(batch->labels.size(0), 2);
   EXPECT_EQ(batch->labels[0].item<int64_t>(), 5);
   EXPECT_FALSE(resident.Next().has_value());
-  EXPECT_THROW(DeviceResidentBatches(ds, 0, torch::kCPU), std::invalid_argument);
+  EXPECT_THROW(DeviceResidentBatches(ds, 0, torch::kCPU, false), std::invalid_argument);
 }
 
 // The graphed step gathers batches itself (--cuda-graphs --data-on-device): after DeferGather the
@@ -65,8 +65,8 @@ TEST(DeviceResidentBatches, ANewPassStartsOverAndAnUnstartedOneIsEmpty) {
 TEST(DeviceResidentBatches, DeferredBatchesAreIndicesWhoseGatherIsTheSameBatch) {
   const ImageDataset ds = MakeColourDataset(11);
   const std::vector<int64_t> order = {10, 3, 7, 0, 5, 9, 1, 2, 8, 4, 6};
-  DeviceResidentBatches eager(ds, 4, torch::kCPU);
-  DeviceResidentBatches deferred(ds, 4, torch::kCPU);
+  DeviceResidentBatches eager(ds, 4, torch::kCPU, /*channels_last=*/false);
+  DeviceResidentBatches deferred(ds, 4, torch::kCPU, /*channels_last=*/false);
   deferred.DeferGather();
   eager.StartEpoch(order, 0);
   deferred.StartEpoch(order, 0);
@@ -92,6 +92,28 @@ TEST(DeviceResidentBatches, DeferredBatchesAreIndicesWhoseGatherIsTheSameBatch) 
   }
   EXPECT_EQ(batches, 3);
   EXPECT_FALSE(deferred.Next().has_value());
+}
+
+// With --channels-last the batches come in the model's format, so the step converts nothing: the
+// same values, laid out channels-last.
+TEST(DeviceResidentBatches, ChannelsLastBatchesHoldTheSameValues) {
+  const ImageDataset ds = MakeColourDataset(9);
+  const std::vector<int64_t> order = {8, 1, 4, 4, 0, 7, 2, 3, 6};
+  DeviceResidentBatches nchw(ds, 4, torch::kCPU, /*channels_last=*/false);
+  DeviceResidentBatches channels_last(ds, 4, torch::kCPU, /*channels_last=*/true);
+  nchw.StartEpoch(order, 0);
+  channels_last.StartEpoch(order, 0);
+  int batches = 0;
+  while (auto expected = nchw.Next()) {
+    auto actual = channels_last.Next();
+    ASSERT_TRUE(actual.has_value()) << "batch " << batches;
+    EXPECT_TRUE(actual->images.is_contiguous(torch::MemoryFormat::ChannelsLast)) << "batch " << batches;
+    EXPECT_FALSE(actual->images.is_contiguous()) << "batch " << batches;
+    EXPECT_TRUE(torch::equal(actual->images, expected->images)) << "batch " << batches;
+    EXPECT_TRUE(torch::equal(actual->labels, expected->labels)) << "batch " << batches;
+    ++batches;
+  }
+  EXPECT_EQ(batches, 3);
 }
 
 }  // namespace

@@ -37,11 +37,12 @@ struct HostPool {
   torch::Tensor y, image_index, gx;  // (N, C, OH, OW), ATen's int64 index into H W; (N, C, H, W)
 };
 
-// The kernels' items on the host, for x of element type T (torch's kFloat or kBFloat16).
+// The kernels' items on the host, for x of element type T (torch's kFloat or kBFloat16); gy2, a
+// second consumer's gradient, or undefined.
 template <typename T>
-HostPool RunItems(const torch::Tensor& x, const torch::Tensor& gy, const Window& w) {
+HostPool RunItems(const torch::Tensor& x, const torch::Tensor& gy, const torch::Tensor& gy2, const Window& w) {
   const MaxPoolShape s = ShapeOf(x, w);
-  const torch::Tensor x_rows = Rows(x), gy_rows = Rows(gy);
+  const torch::Tensor x_rows = Rows(x), gy_rows = Rows(gy), gy2_rows = gy2.defined() ? Rows(gy2) : torch::Tensor();
   torch::Tensor y_rows = torch::empty({s.batch, s.pooled_height, s.pooled_width, s.channels}, x.options());
   torch::Tensor gx_rows = torch::empty({s.batch, s.height, s.width, s.channels}, x.options());
   torch::Tensor where = torch::empty({s.forward_items() * kernels::kVector}, torch::kByte);
@@ -50,7 +51,8 @@ HostPool RunItems(const torch::Tensor& x, const torch::Tensor& gy, const Window&
     kernels::MaxPoolForwardItem(s, i, elements(x_rows), elements(y_rows), where.data_ptr<uint8_t>());
   }
   for (int64_t i = 0; i < s.backward_items(); ++i) {
-    kernels::MaxPoolBackwardItem(s, i, elements(gy_rows), where.data_ptr<uint8_t>(), elements(gx_rows));
+    kernels::MaxPoolBackwardItem(s, i, elements(gy_rows), gy2.defined() ? elements(gy2_rows) : nullptr,
+                                 where.data_ptr<uint8_t>(), elements(gx_rows));
   }
   // The window index (dh kernel_w + dw) as ATen's index into the image, (h0 + dh) W + (w0 + dw).
   const auto index = where.to(torch::kLong).view({s.batch, s.pooled_height, s.pooled_width, s.channels});
@@ -61,8 +63,9 @@ HostPool RunItems(const torch::Tensor& x, const torch::Tensor& gy, const Window&
   return {y_rows.permute({0, 3, 1, 2}), (h * s.width + w_in).permute({0, 3, 1, 2}), gx_rows.permute({0, 3, 1, 2})};
 }
 
-HostPool RunItems(const torch::Tensor& x, const torch::Tensor& gy, const Window& w) {
-  return x.scalar_type() == torch::kBFloat16 ? RunItems<kernels::Bf16>(x, gy, w) : RunItems<float>(x, gy, w);
+HostPool RunItems(const torch::Tensor& x, const torch::Tensor& gy, const Window& w,
+                  const torch::Tensor& gy2 = torch::Tensor()) {
+  return x.scalar_type() == torch::kBFloat16 ? RunItems<kernels::Bf16>(x, gy, gy2, w) : RunItems<float>(x, gy, gy2, w);
 }
 
 // ATen's max_pool2d_with_indices on the CPU and the gradient of (y gy).sum(), summed in float32
@@ -90,6 +93,24 @@ void ExpectAtensBits(const torch::Tensor& x, const Window& w) {
 }
 
 constexpr Window kResNetStem{3, 3, 2, 2, 1, 1}, kVgg{2, 2, 2, 2, 0, 0}, kAlexNet{3, 3, 2, 2, 0, 0};
+
+// A forked output's two gradients (MaxPoolForked): added as they are read, rounded to the element
+// type, as ATen's autograd engine adds them before max_pool2d's backward.
+TEST(MaxPoolArithmetic, AddsASecondConsumersGradientAsAutogradWould) {
+  torch::manual_seed(23);
+  for (const auto dtype : {torch::kBFloat16, torch::kFloat}) {
+    const torch::Tensor x = torch::randn({2, 16, 13, 13}).to(dtype);
+    const MaxPoolShape s = ShapeOf(x, kResNetStem);
+    const auto sizes = std::vector<int64_t>{s.batch, s.channels, s.pooled_height, s.pooled_width};
+    const torch::Tensor gy = torch::randn(sizes).to(dtype), gy2 = torch::randn(sizes).to(dtype);
+    const HostPool ours = RunItems(x, gy, kResNetStem, gy2), aten = RunAten(x, gy + gy2, kResNetStem);
+    EXPECT_TRUE(torch::equal(ours.gx, aten.gx)) << dtype << ": " << (ours.gx - aten.gx).abs().max();
+    if (dtype == torch::kBFloat16) {  // the sum's rounding shows: leaving it out would fail the test
+      const HostPool unrounded = RunAten(x, gy.to(torch::kFloat) + gy2.to(torch::kFloat), kResNetStem);
+      EXPECT_FALSE(torch::equal(unrounded.gx, aten.gx));
+    }
+  }
+}
 
 TEST(MaxPoolArithmetic, IsAtensForTheNetsWindowsInBothTypes) {
   torch::manual_seed(3);
