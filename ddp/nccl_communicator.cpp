@@ -20,6 +20,8 @@
 #include <c10/cuda/CUDAStream.h>
 #include <fmt/format.h>
 
+#include "ddp/stuck_watchdog_guard.h"
+
 namespace mgpu {
 namespace {
 
@@ -286,6 +288,9 @@ class NcclCommunicator : public Communicator {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       std::unique_lock<std::mutex> lock(mutex_);
       if (stopping_) return;
+      guard_.Beat(pending_.empty() ? std::nullopt
+                                   : std::make_optional(StuckWatchdogGuard::Outstanding{
+                                         pending_.front().context, pending_.front().deadline, timeout_}));
       ReapCompleted();
       ncclResult_t async_error = ncclSuccess;
       ncclCommGetAsyncError(comm_, &async_error);
@@ -333,6 +338,7 @@ class NcclCommunicator : public Communicator {
   std::atomic<bool> aborted_{false};
   bool abandoned_ = false;  // Abandon() was called: abort, never destroy
   double completed_seconds_ = 0;  // device time of the collectives reaped so far; guarded by mutex_
+  StuckWatchdogGuard guard_;  // ends the process if the watchdog itself blocks (stuck_watchdog_guard.h)
   std::thread watchdog_;
 };
 

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <spawn.h>
@@ -124,6 +125,28 @@ BackgroundCommand::~BackgroundCommand() {
     ::kill(pid_, SIGKILL);
     Wait();
   }
+}
+
+CommandResult BackgroundCommand::WaitAtMost(double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  CommandResult result;
+  char buffer[4096];
+  bool killed = false;
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (!killed && left.count() <= 0) {
+      ::kill(pid_, SIGKILL);  // the pipe then closes, ending the reads below
+      killed = true;
+    }
+    pollfd readable{output_fd_, POLLIN, 0};
+    if (::poll(&readable, 1, killed ? 1000 : static_cast<int>(std::min<int64_t>(left.count(), 1000))) <= 0) continue;
+    const ssize_t n = ::read(output_fd_, buffer, sizeof(buffer));
+    if (n <= 0) break;
+    result.output.append(buffer, static_cast<size_t>(n));
+  }
+  const CommandResult rest = Wait();  // the exit status (the output is all read)
+  result.exit_code = rest.exit_code;
+  return result;
 }
 
 CommandResult BackgroundCommand::Wait() {

@@ -83,6 +83,10 @@ class BackgroundCommand {
   BackgroundCommand(const BackgroundCommand&) = delete;
   BackgroundCommand& operator=(const BackgroundCommand&) = delete;
   CommandResult Wait();
+  // As Wait(), for at most `seconds`: then the process is killed (SIGKILL), its exit code is
+  // 128 + 9 and its output what it wrote until then, so that a test of a hang fails saying what
+  // the process printed instead of waiting forever.
+  CommandResult WaitAtMost(double seconds);
 
  private:
   int pid_ = -1;

@@ -1,5 +1,6 @@
 // common/: splitting lists and giving a file a second name.
 #include <gtest/gtest.h>
+#include <chrono>
 #include <set>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -79,6 +80,21 @@ TEST(LinkOrWriteAtomically, WritesACopyWhereNoLinkCanBeMade) {
   // file system, so the bytes are written instead.
   EXPECT_FALSE(LinkOrWriteAtomically(dir / "missing.pt", dir / "copy.pth", "tensors"));
   EXPECT_EQ(ReadFile(dir / "copy.pth"), "tensors");
+}
+
+// The tests' own helper for processes that may hang: it kills one that outlives its time and keeps
+// what it printed; one that ends in time keeps its exit code.
+TEST(BackgroundCommand, WaitAtMostKillsAProcessThatOutlivesItAndKeepsItsOutput) {
+  const auto start = std::chrono::steady_clock::now();
+  testing::BackgroundCommand hung({"sh", "-c", "echo started; exec sleep 60"});
+  const testing::CommandResult result = hung.WaitAtMost(1);
+  EXPECT_EQ(result.exit_code, 128 + 9);
+  EXPECT_EQ(result.output, "started\n");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30);
+  testing::BackgroundCommand quick({"sh", "-c", "echo done; exit 3"});
+  const testing::CommandResult ended = quick.WaitAtMost(60);
+  EXPECT_EQ(ended.exit_code, 3);
+  EXPECT_EQ(ended.output, "done\n");
 }
 
 }  // namespace

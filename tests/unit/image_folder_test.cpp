@@ -170,7 +170,8 @@ TEST(ImageCodec, DecompressionBombsAreRefusedBeforeTheirPixelsAreAllocated) {
   const std::string jpeg = WithJpegFrameSize(EncodeJpeg(8, 8, Solid(8, 8, 1, 2, 3)), 20000, 20000);
   const std::string png = PngDeclaring(20000, 20000);
   const long long rss_before = PeakRssBytes();
-  for (const std::pair<std::string, std::string>& bomb : {std::pair{"bomb.jpg", jpeg}, std::pair{"bomb.png", png}}) {
+  using NamedBytes = std::pair<std::string, std::string>;
+  for (const NamedBytes& bomb : {NamedBytes{"bomb.jpg", jpeg}, NamedBytes{"bomb.png", png}}) {
     const std::string message = BadInputMessage([&] {
       DecodeImageBytes(reinterpret_cast<const uint8_t*>(bomb.second.data()), bomb.second.size(), bomb.first);
     });
