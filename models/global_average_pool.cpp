@@ -20,8 +20,8 @@ class GlobalAveragePoolFunction : public torch::autograd::Function<GlobalAverage
     // ATen's mean backward: the gradient over H W pixels, divided by the same Scalar (per element,
     // so dividing before the broadcast gives the same bits as after it).
     const torch::Tensor scaled = grads[0].div(sizes[2] * sizes[3]).reshape({sizes[0], sizes[1], 1, 1});  // (B, C, 1, 1)
-    torch::Tensor gx = torch::empty(sizes, scaled.options().memory_format(
-                                               channels_last ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous));
+    const auto format = channels_last ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous;
+    torch::Tensor gx = torch::empty(sizes, scaled.options().memory_format(format));
     gx.copy_(scaled.expand(sizes));  // (B, C, H, W), written in gx's order
     return {gx};
   }

@@ -1,7 +1,8 @@
 // Specification of --data-on-device's batch gather arithmetic (data/kernels/gather_math.h), run on
 // the CPU item by item: the same bits as ATen's index_select, mul and add_ (BatchLoader's
 // normalization), in NCHW and channels-last, for samples that are and are not a whole number of
-// items, and items that cross from one channel or pixel to the next. The GPU test (tests/gpu/batch_gather_cuda_test.cpp) holds the kernel to the same bits.
+// items, and items that cross from one channel or pixel to the next. The GPU test
+// (tests/gpu/batch_gather_cuda_test.cpp) holds the kernel to the same bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
