@@ -266,10 +266,13 @@ void TrainingSession::LogStartup() {
           : fmt::format("stream (decoded every epoch by {})",
                         config_.num_workers > 0 ? fmt::format("{} loader threads", config_.num_workers)
                                                 : std::string("the training thread"));
-  const std::string batches = !loader_ ? std::string()
-                              : loader_->options().pixels == BatchPixels::kRaw
-                                  ? "; batches copied as uint8, normalized on the device"
-                                  : "; batches normalized on the CPU";
+  const auto* resident = dynamic_cast<const DeviceResidentBatches*>(batches_.get());
+  const std::string batches =
+      resident ? fmt::format("; kept on the device as uint8 ({:.1f} MiB), each batch gathered and normalized there",
+                             static_cast<double>(resident->device_bytes()) / (1 << 20))
+      : !loader_ ? std::string()
+      : loader_->options().pixels == BatchPixels::kRaw ? "; batches copied as uint8, normalized on the device"
+                                                       : "; batches normalized on the CPU";
   const std::string decode = gpu_decoder_ ? fmt::format("{}: {}; device memory <= {} MiB", decode_why_,
                                                         gpu_decoder_->Describe(), gpu_decoder_->MemoryBoundBytes() >> 20)
                                           : decode_why_;

@@ -131,8 +131,9 @@ TEST_F(WorkerCli, DataOnDeviceAndChannelsLastTrainToTheSameParameters) {
   const double loader = ReadSummary(out_ / "loader")["param_checksum"];
   EXPECT_NEAR(ReadSummary(out_ / "resident")["param_checksum"].get<double>(), loader, tolerance * loader);
   EXPECT_NEAR(ReadSummary(out_ / "nhwc")["param_checksum"].get<double>(), loader, tolerance * loader);
-  EXPECT_NE(ReadText(out_ / "resident/logs/rank-0.log").find("batches from the data set on the device"),
-            std::string::npos);
+  const std::string resident_log = ReadText(out_ / "resident/logs/rank-0.log");
+  EXPECT_NE(resident_log.find("batches from the data set on the device"), std::string::npos);
+  EXPECT_NE(resident_log.find("kept on the device as uint8 ("), std::string::npos) << "the start-up table's data loading";
 }
 
 TEST_F(WorkerCli, CudaGraphsOnTheCpuAreExitTwoBeforeTraining) {
