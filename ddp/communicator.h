@@ -5,13 +5,21 @@
 //         current stream with events; a watchdog aborts the communicator on error or timeout.
 //
 // Collectives are asynchronous: each returns a handle whose Wait() returns once the result may be
-// used (on GPUs: by work queued afterwards on the current stream). Every rank must issue the same
+// used (on GPUs: by work queued afterwards on the current stream), and whose WaitForHost() returns
+// once the host may read it. Every rank must issue the same
 // collectives in the same order. No wait blocks forever: past the timeout given at creation a
 // collective fails with a CollectiveError naming the collective (`what`), the rank and the host.
 //
 // CUDA graphs (nccl): a collective issued while the caller's current stream is being captured is
 // recorded into the graph, not run; its handle's Wait() joins the capture back. It runs when the
 // graph is replayed, which the caller launches through LaunchWatched so the timeout still holds.
+//
+// nccl: the training thread never blocks inside a CUDA call on work that waits for a peer. A
+// graphed DDP rank whose peer had stopped ran at least 24 replays ahead, and its watchdog stopped
+// coming back from its CUDA calls, so no thread reported the stuck collective (2x H100,
+// 2026-11-27; the training thread spun in CUDA, likely a graph launch into a full device queue
+// holding the driver's locks). So LaunchWatched bounds the replays in flight, and WaitForHost
+// polls: the watchdog then reported the timeout in 3 runs of 3.
 #pragma once
 
 #include <chrono>
@@ -50,6 +58,10 @@ class CollectiveWork {
   virtual ~CollectiveWork() = default;
   // Throws CollectiveError on failure or timeout.
   virtual void Wait() = 0;
+  // Wait(), and returns only once the collective and the caller's work queued before it have
+  // completed, so that copying the result to the host does not block. Throws as Wait() does.
+  // Backends whose Wait() already waits on the host (gloo, mpi) need no more.
+  virtual void WaitForHost() { Wait(); }
 };
 
 class Communicator {
@@ -76,7 +88,8 @@ class Communicator {
 
   // Runs `launch`, which queues work on the caller's current stream that holds collectives
   // captured into a CUDA graph (its replay), and holds that work to the collective timeout:
-  // unfinished past it, the communicator is aborted with an error naming `what`. Backends
+  // unfinished past it, the communicator is aborted with an error naming `what`. nccl first waits
+  // (polling, so a failure throws) until only a few earlier launches are unfinished. Backends
   // without device streams cannot capture collectives: they only run `launch`.
   virtual void LaunchWatched(const std::function<void()>& launch, const std::string& what) {
     (void)what;

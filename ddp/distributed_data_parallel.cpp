@@ -81,12 +81,12 @@ void DistributedDataParallel::VerifyAcrossRanks() {
   const int size = communicator_.size();
   torch::Tensor length = torch::tensor({static_cast<int64_t>(signature.size())}, options);
   torch::Tensor lengths = torch::empty({size}, options);
-  communicator_.AllGather(lengths, length, "parameter signature lengths")->Wait();
+  communicator_.AllGather(lengths, length, "parameter signature lengths")->WaitForHost();
   const int64_t longest = lengths.max().item<int64_t>();
   signature.resize(static_cast<size_t>(longest), -1);
   torch::Tensor mine = torch::tensor(signature, options);
   torch::Tensor all = torch::empty({size, longest}, options);
-  communicator_.AllGather(all, mine, "parameter signatures")->Wait();
+  communicator_.AllGather(all, mine, "parameter signatures")->WaitForHost();
   all = all.cpu();
 
   auto parse = [&](int r) {
@@ -310,7 +310,7 @@ void DistributedDataParallel::RebuildFromObservedOrder() {
     if (!seen[i]) order[at++] = static_cast<int64_t>(i);  // never-ready parameters go last
   }
   torch::Tensor shared = torch::tensor(order, torch::TensorOptions().dtype(torch::kLong).device(parameters_[0].device()));
-  communicator_.Broadcast(shared, 0, "observed gradient order")->Wait();
+  communicator_.Broadcast(shared, 0, "observed gradient order")->WaitForHost();
   shared = shared.cpu();
   std::vector<size_t> agreed;
   for (int64_t i = 0; i < shared.numel(); ++i) agreed.push_back(static_cast<size_t>(shared[i].item<int64_t>()));

@@ -3,12 +3,14 @@
 
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <deque>
 #include <functional>
 #include <list>
 #include <mutex>
@@ -66,6 +68,7 @@ class NcclWork : public CollectiveWork {
  public:
   NcclWork(NcclCommunicator* owner, SharedEvent done) : owner_(owner), done_(std::move(done)) {}
   void Wait() override;
+  void WaitForHost() override;
 
  private:
   NcclCommunicator* owner_;
@@ -156,24 +159,20 @@ class NcclCommunicator : public Communicator {
 
   void Barrier(const std::string& what) override {
     auto token = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).device(torch::kCUDA, device_));
-    AllReduceSum(token, "barrier " + what)->Wait();
-    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
-    while (cudaStreamQuery(at::cuda::getCurrentCUDAStream(device_).stream()) == cudaErrorNotReady) {
-      ThrowIfFailed();
-      if (std::chrono::steady_clock::now() > deadline) {
-        throw CollectiveError(CollectiveContext("barrier " + what, rank_) + " timed out");
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
+    AllReduceSum(token, "barrier " + what)->WaitForHost();
   }
 
   void LaunchWatched(const std::function<void()>& launch, const std::string& what) override {
     ThrowIfFailed();
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+    while (replays_in_flight_.size() >= kMaxReplaysInFlight) {
+      AwaitPolling(replays_in_flight_.front());
+      replays_in_flight_.pop_front();
+    }
     launch();
     const SharedEvent done = NewEvent();
     MGPU_CUDA_CHECK(cudaEventRecord(done.get(), at::cuda::getCurrentCUDAStream(device_).stream()));
+    replays_in_flight_.push_back(done);
     std::lock_guard<std::mutex> lock(mutex_);
     pending_.push_back(Pending{nullptr, done, CollectiveContext(what, rank_), std::chrono::steady_clock::now() + timeout_,
                                tracker_.Begin(what)});
@@ -184,6 +183,17 @@ class NcclCommunicator : public Communicator {
     ThrowIfFailed();
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
     MGPU_CUDA_CHECK(cudaStreamWaitEvent(at::cuda::getCurrentCUDAStream(device_).stream(), done.get(), 0));
+  }
+
+  // Returns once `done` has completed, polling: the watchdog's failure (a timeout included) throws.
+  void AwaitPolling(const SharedEvent& done) {
+    while (true) {
+      ThrowIfFailed();
+      const cudaError_t state = cudaEventQuery(done.get());
+      if (state == cudaSuccess) return;
+      if (state != cudaErrorNotReady) MGPU_CUDA_CHECK(state);
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
   }
 
  private:
@@ -279,6 +289,7 @@ class NcclCommunicator : public Communicator {
   }
 
   void WatchdogLoop() {
+    pthread_setname_np(pthread_self(), "mgpu-watchdog");  // names it in top -H and /proc/PID/task
     cudaSetDevice(device_);
     // The training thread may be capturing a CUDA graph in CUDA's global mode, which would
     // otherwise forbid this thread's event queries (and invalidate the capture).
@@ -323,6 +334,9 @@ class NcclCommunicator : public Communicator {
   }
 
   static constexpr std::chrono::milliseconds kTeardownGrace{5000};
+  // Graph replays launched and not yet seen complete, at most: the device always has the next
+  // step queued, and the host cannot fill the device's queue while a peer has stopped.
+  static constexpr size_t kMaxReplaysInFlight = 3;
 
   int rank_;
   int size_;
@@ -332,6 +346,7 @@ class NcclCommunicator : public Communicator {
   cudaStream_t stream_ = nullptr;
   std::mutex mutex_;
   std::list<Pending> pending_;
+  std::deque<SharedEvent> replays_in_flight_;  // LaunchWatched's, oldest first; the training thread's only
   std::string failure_;
   CollectiveFault failure_fault_ = CollectiveFault::kThisRank;
   bool stopping_ = false;
@@ -343,6 +358,10 @@ class NcclCommunicator : public Communicator {
 };
 
 void NcclWork::Wait() { owner_->WaitOn(done_); }
+void NcclWork::WaitForHost() {
+  owner_->WaitOn(done_);
+  owner_->AwaitPolling(done_);
+}
 
 }  // namespace
 

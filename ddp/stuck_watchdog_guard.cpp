@@ -1,5 +1,7 @@
 #include "ddp/stuck_watchdog_guard.h"
 
+#include <pthread.h>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -51,6 +53,7 @@ std::optional<std::string> StuckWatchdogGuard::Check(Clock::time_point now) cons
 }
 
 void StuckWatchdogGuard::Run() {
+  pthread_setname_np(pthread_self(), "mgpu-wd-guard");  // names it in top -H and /proc/PID/task
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stop_.wait_for(lock, kCheckEvery, [this] { return stopping_; })) {
     lock.unlock();

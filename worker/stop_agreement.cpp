@@ -43,7 +43,7 @@ void StopAgreement::Agree() {
   slots[communicator_->rank()] = ReceivedStopSignal();
   if (communicator_->rank() == 0) slots[size] = StepsUntilNextAgreement();
   slots = slots.to(device_);
-  communicator_->AllReduceSum(slots, "stop-signal agreement")->Wait();
+  communicator_->AllReduceSum(slots, "stop-signal agreement")->WaitForHost();
   slots = slots.cpu();
   const int64_t* value = slots.data_ptr<int64_t>();
   for (int rank = 0; rank < size && !agreed_; ++rank) {

@@ -49,7 +49,7 @@ std::string AgreeOnFolder(Communicator& communicator, const std::string& mine, c
   torch::Tensor bytes = torch::zeros({kMaxPath}, torch::kUInt8);
   std::memcpy(bytes.data_ptr<uint8_t>(), mine.data(), mine.size());
   bytes = bytes.to(device);
-  communicator.Broadcast(bytes, 0, "output folder name")->Wait();
+  communicator.Broadcast(bytes, 0, "output folder name")->WaitForHost();
   bytes = bytes.cpu();
   return std::string(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()));
 }
