@@ -1,6 +1,7 @@
 #include "worker/graphed_step.h"
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -29,6 +30,9 @@ GraphedTrainStep::GraphedTrainStep(Classifier& model, FusedOptimizer& optimizer,
                                     device_.str()));
   }
   optimizer_.KeepLrOnDevice();
+  if (ddp_ == nullptr && AutocastDtype(precision_)) {
+    low_precision_ = LowPrecisionWeights::Of(model_, *AutocastDtype(precision_));
+  }
   const auto sum_options = torch::TensorOptions().dtype(torch::kDouble).device(device_);
   loss_sum_ = torch::zeros({}, sum_options);
   loss_images_ = torch::zeros({}, sum_options);
@@ -55,10 +59,15 @@ torch::Tensor GraphedTrainStep::Run(const torch::Tensor& images, const torch::Te
     optimizer_.ZeroGrad();
   }
   // float32 logits, so the loss is float32 under every policy (GradScaler::Scale needs it).
-  const torch::Tensor logits = PolicyForward(model_, images, precision_, /*autocast_cache=*/!capturing);
+  const torch::Tensor logits = [&] {
+    std::optional<LowPrecisionWeights::InForward> batched_casts;
+    if (low_precision_) batched_casts.emplace(*low_precision_);
+    return PolicyForward(model_, images, precision_, /*autocast_cache=*/!capturing);
+  }();
   const torch::Tensor loss = torch::nn::functional::cross_entropy(
       logits, labels, torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(label_smoothing_));  // ()
   scaler_.Scale(loss).backward();
+  if (low_precision_) low_precision_->CollectGradients();
   if (ddp_) ddp_->FinishBackward();  // every rank's averaged gradients, before the scaler reads them
   torch::NoGradGuard no_grad;
   const torch::Tensor nonfinite = skip_nonfinite_ ? loss.detach().isfinite().logical_not() : torch::Tensor();  // ()

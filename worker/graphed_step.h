@@ -1,7 +1,8 @@
 // The whole single-device training step as one CUDA graph (--cuda-graphs).
 //
 // A step is: zero the gradients, forward under the precision policy, cross-entropy, scaled
-// backward, the loss scaler's check and the fused optimizer step, the scale update. For a small
+// backward, the loss scaler's check and the fused optimizer step, the scale update. Under autocast
+// on one device, the weights' casts both ways are batched (amp/low_precision_weights.h). For a small
 // model each of those is a few microseconds of GPU work behind tens of microseconds of host-side
 // dispatch per kernel; replaying a captured graph launches all of them at once.
 //
@@ -35,6 +36,7 @@
 #include <torch/torch.h>
 
 #include "amp/grad_scaler.h"
+#include "amp/low_precision_weights.h"
 #include "amp/precision.h"
 #include "cuda/captured_graph.h"
 #include "data/device_resident_batches.h"
@@ -81,6 +83,8 @@ class GraphedTrainStep {
   bool captured() const { return graph_ != nullptr; }
   int64_t replays() const { return replays_; }
   int64_t eager_steps() const { return eager_steps_; }
+  // Whether the forward uses low-precision copies of the weights (amp/low_precision_weights.h).
+  bool batches_weight_casts() const { return low_precision_ != nullptr; }
 
  private:
   // The step on {images, labels} or {sample_indices}, replayed when it fits the graph.
@@ -98,6 +102,9 @@ class GraphedTrainStep {
   torch::Device device_;
   DistributedDataParallel* ddp_;
   DeviceResidentBatches* gather_source_ = nullptr;
+  // Under autocast on one device, the Conv2d and Linear weights' casts as two multi-tensor copies
+  // a step (amp/low_precision_weights.h); null under DDP, without autocast or without such modules.
+  std::unique_ptr<LowPrecisionWeights> low_precision_;
   torch::Tensor loss_sum_;     // () float64 on the device: the running sum of loss x images
   torch::Tensor loss_images_;  // () float64 on the device: the images whose loss is in loss_sum_
 

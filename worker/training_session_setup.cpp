@@ -316,8 +316,9 @@ void TrainingSession::LogStartup() {
 
 // The start-up table's "step execution" row: how a step runs, in which layout, fed from where.
 std::string TrainingSession::StepExecution() const {
-  const std::string how = graphed_ ? fmt::format("one CUDA graph{} after {} eager steps",
-                                                 replicated_ ? " with the all-reduces" : "", GraphedTrainStep::kEagerSteps)
+  const std::string how = graphed_ ? fmt::format("one CUDA graph{} after {} eager steps{}",
+                                                 replicated_ ? " with the all-reduces" : "", GraphedTrainStep::kEagerSteps,
+                                                 graphed_->batches_weight_casts() ? ", autocast's weight casts batched" : "")
                           : config_.cuda_graphs ? "each replica's forward + backward as a CUDA graph"
                                                 : "eager";
   return fmt::format("{}, {} tensors, batches from {}", how, channels_last_ ? "channels-last" : "NCHW",

@@ -116,6 +116,8 @@ TEST_F(CudaGraphs, AllSpeedOptionsTogetherOnAResNet) {
   EXPECT_EQ(fast["cuda_graphs"]["replays"].get<int64_t>(), 8);
   const double expected = eager["param_checksum"];
   EXPECT_NEAR(fast["param_checksum"].get<double>(), expected, 1e-3 * expected);
+  // Under autocast on one device the graph batches the weights' casts (amp/low_precision_weights.h).
+  EXPECT_NE(ReadText(dir_ / "resnet-fast/logs/rank-0.log").find("autocast's weight casts batched"), std::string::npos);
 }
 
 // --decode gpu's producer thread goes on decoding (nvJPEG calls, stream polls, allocations) while
