@@ -19,7 +19,8 @@
 // coming back from its CUDA calls, so no thread reported the stuck collective (2x H100,
 // 2026-11-27; the training thread spun in CUDA, likely a graph launch into a full device queue
 // holding the driver's locks). So LaunchWatched bounds the replays in flight, and WaitForHost
-// polls: the watchdog then reported the timeout in 3 runs of 3.
+// polls: the rank then ended at the watchdog's timeout in 3 runs of 3 (17.4-18.6 s, against
+// 22.9-23.1 s through the watchdog's guard before).
 #pragma once
 
 #include <chrono>

@@ -6,7 +6,7 @@
 // stuck collective, and without this guard the process would wait forever. A graphed DDP rank hung
 // that way on 2x H100 (2026-11-27): the guard ended it in 6 runs of 6, each time 20-30 s after the
 // watchdog's last pass, until LaunchWatched bounded the replays in flight (communicator.h); then
-// the watchdog itself reported the stuck replay in 3 runs of 3.
+// the rank ended at the watchdog's own timeout in 3 runs of 3.
 //
 // The watchdog calls Beat at every pass with the oldest outstanding collective; Check, which the
 // guard's thread runs, says what to report once that collective's deadline and then kStuckGrace
