@@ -35,8 +35,9 @@ def summary(path, steps):
     start = min(float(e["ts"]) for e in dev); end = max(float(e["ts"]) + float(e.get("dur", 0)) for e in dev)
     both = length(intersect(c, n)) if n else 0.0
     span = end - start
+    idle = span - length(union(c + n))
     print(f"{path}: span {span / steps:.1f} us/step; compute {length(c) / steps:.1f}; nccl alone "
-          f"{(length(n) - both) / steps:.1f}; overlapped {both / steps:.1f}; idle {(span - length(union(c + n))) / steps:.1f}; "
+          f"{(length(n) - both) / steps:.1f}; overlapped {both / steps:.1f}; idle {idle / steps:.1f}; "
           f"nccl kernels {len(nccl) / steps:.1f}/step, {sum(float(e['dur']) for e in nccl) / steps:.1f} us")
     by = collections.defaultdict(float)
     for e in comp: by[e["name"][:90]] += float(e.get("dur", 0)) / steps

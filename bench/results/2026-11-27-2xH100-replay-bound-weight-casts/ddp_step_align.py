@@ -27,5 +27,6 @@ for tag, i1, i2, j1, j2 in matcher.get_opcodes():
     for i, j in zip(range(i1, i2), range(j1, j2)):
         lag = two[j][1] - one[i][1]
         if shown is None or abs(lag - shown) > 25:
-            print(f"  kernel {i:4d} at {one[i][1]:7.0f} us: lag {lag:6.0f} (dur {one[i][2]:.0f} vs {two[j][2]:.0f}) {one[i][0]}")
+            print(f"  kernel {i:4d} at {one[i][1]:7.0f} us: lag {lag:6.0f} "
+                  f"(dur {one[i][2]:.0f} vs {two[j][2]:.0f}) {one[i][0]}")
             shown = lag
