@@ -1,11 +1,8 @@
 #include "amp/low_precision_weights.h"
 
 namespace mgpu {
-namespace {
 
 namespace nn = torch::nn;
-
-}  // namespace
 
 std::unique_ptr<LowPrecisionWeights> LowPrecisionWeights::Of(nn::Module& model, torch::ScalarType dtype) {
   std::vector<Slot> slots;
