@@ -57,4 +57,9 @@ void LowPrecisionWeights::CollectGradients() {
   for (Slot& slot : slots_) slot.copy.mutable_grad() = torch::Tensor();
 }
 
+void LowPrecisionWeights::ForEachPair(
+    const std::function<void(const torch::Tensor&, const torch::Tensor&)>& visit) const {
+  for (const Slot& slot : slots_) visit(slot.parameter, slot.copy);
+}
+
 }  // namespace mgpu

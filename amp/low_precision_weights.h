@@ -10,10 +10,12 @@
 // computed in the copies' dtype either way, and their cast to float32 is exact. The parameters
 // (float32) stay what the optimizer steps, checkpoints save and evaluation uses.
 //
-// For one micro-batch per step on one device: the copies' gradients are not accumulated across
-// micro-batches, and DDP's hooks watch the parameters, not the copies.
+// For one micro-batch per step: the copies' gradients are not accumulated across micro-batches.
+// Under DDP the reducer takes the copies' gradients instead of CollectGradients
+// (DistributedDataParallel::ReceiveGradientThrough, for each pair of ForEachPair).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -44,6 +46,9 @@ class LowPrecisionWeights {
   // from step to step), in one multi-tensor copy; the copies' gradients are then set to none. A
   // copy without a gradient leaves its parameter's gradient as it was.
   void CollectGradients();
+
+  // Calls `visit(parameter, copy)` for every weight that has a copy.
+  void ForEachPair(const std::function<void(const torch::Tensor&, const torch::Tensor&)>& visit) const;
 
   size_t size() const { return slots_.size(); }
 

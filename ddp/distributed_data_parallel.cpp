@@ -1,5 +1,6 @@
 #include "ddp/distributed_data_parallel.h"
 
+#include <algorithm>
 #include <map>
 
 #include <torch/csrc/autograd/function.h>
@@ -170,15 +171,32 @@ void DistributedDataParallel::BuildBuckets(const std::vector<size_t>& order) {
 }
 
 void DistributedDataParallel::RegisterHooks() {
-  for (size_t i = 0; i < parameters_.size(); ++i) {
-    auto accumulator = torch::autograd::impl::grad_accumulator(parameters_[i]);
-    hook_keys_.push_back(accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [this, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
-          OnGradientReady(i);
-          return outputs;
-        })));
-    accumulators_.push_back(std::move(accumulator));
+  gradient_leaves_ = parameters_;
+  accumulators_.resize(parameters_.size());
+  hook_keys_.resize(parameters_.size());
+  for (size_t i = 0; i < parameters_.size(); ++i) HookGradientOf(i);
+}
+
+// Parameter `index`'s gradient is ready when its leaf's AccumulateGrad has run.
+void DistributedDataParallel::HookGradientOf(size_t index) {
+  accumulators_[index] = torch::autograd::impl::grad_accumulator(gradient_leaves_[index]);
+  hook_keys_[index] = accumulators_[index]->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+      [this, index](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+        OnGradientReady(index);
+        return outputs;
+      }));
+}
+
+void DistributedDataParallel::ReceiveGradientThrough(const torch::Tensor& parameter, const torch::Tensor& leaf) {
+  const auto found = std::find_if(parameters_.begin(), parameters_.end(),
+                                  [&](const torch::Tensor& p) { return p.is_same(parameter); });
+  if (found == parameters_.end()) {
+    throw Error(ExitCode::kFailure, "DistributedDataParallel::ReceiveGradientThrough: not a parameter of the module");
   }
+  const auto index = static_cast<size_t>(found - parameters_.begin());
+  accumulators_[index]->del_post_hook(hook_keys_[index]);
+  gradient_leaves_[index] = leaf;
+  HookGradientOf(index);
 }
 
 void DistributedDataParallel::OnGradientReady(size_t index) {
@@ -200,14 +218,18 @@ void DistributedDataParallel::MarkReady(size_t index) {
   const Location where = locations_[index];
   Bucket& bucket = buckets_[where.bucket];
   torch::Tensor& view = bucket.views[where.slot];
-  torch::Tensor& grad = parameters_[index].mutable_grad();
+  torch::Tensor& grad = gradient_leaves_[index].mutable_grad();
   torch::NoGradGuard no_grad;
   if (!grad.defined()) {
     view.zero_();  // an unused parameter (find_unused_parameters)
   } else if (!grad.is_alias_of(view)) {
     bucket.arrived.push_back(grad);  // keeps autograd's tensor alive until the copy is queued
     bucket.arrived_views.push_back(view);
-    if (options_.gradient_as_bucket_view) grad = view;  // filled by the copy, before anything reads it
+    if (!gradient_leaves_[index].is_same(parameters_[index])) {
+      grad = torch::Tensor();  // a copy's: the next backward starts afresh; FinishBackward sets the parameter's
+    } else if (options_.gradient_as_bucket_view) {
+      grad = view;  // filled by the copy, before anything reads it
+    }
   }
   --bucket.pending;
 }
@@ -216,12 +238,7 @@ void DistributedDataParallel::MarkReady(size_t index) {
 void DistributedDataParallel::LaunchReadyBuckets() {
   while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) {
     Bucket& bucket = buckets_[next_to_launch_];
-    if (!bucket.arrived.empty()) {
-      torch::NoGradGuard no_grad;
-      at::_foreach_copy_(bucket.arrived_views, bucket.arrived);
-      bucket.arrived.clear();  // their memory goes back to the allocator, ordered on this stream
-      bucket.arrived_views.clear();
-    }
+    if (!bucket.arrived.empty()) CopyArrivals(bucket);
     const std::string what = fmt::format("gradient bucket {} of {} ({} bytes)", next_to_launch_, buckets_.size(),
                                          bucket.contents.numel() * bucket.contents.element_size());
     if (options_.compression == DdpCompression::kNone) {
@@ -232,6 +249,27 @@ void DistributedDataParallel::LaunchReadyBuckets() {
     }
     ++next_to_launch_;
   }
+}
+
+// Requires mutex_. The bucket's arrived gradients into their views: one multi-tensor copy per
+// source dtype (the multi-tensor kernel takes sources of one dtype; low-precision copies' bfloat16
+// gradients sit beside float32 ones in a bucket).
+void DistributedDataParallel::CopyArrivals(Bucket& bucket) {
+  torch::NoGradGuard no_grad;
+  std::vector<bool> copied(bucket.arrived.size(), false);
+  for (size_t first = 0; first < bucket.arrived.size(); ++first) {
+    if (copied[first]) continue;
+    std::vector<torch::Tensor> views, sources;
+    for (size_t i = first; i < bucket.arrived.size(); ++i) {
+      if (copied[i] || bucket.arrived[i].scalar_type() != bucket.arrived[first].scalar_type()) continue;
+      views.push_back(bucket.arrived_views[i]);
+      sources.push_back(bucket.arrived[i]);
+      copied[i] = true;
+    }
+    at::_foreach_copy_(views, sources);
+  }
+  bucket.arrived.clear();  // their memory goes back to the allocator, ordered on this stream
+  bucket.arrived_views.clear();
 }
 
 void DistributedDataParallel::ResetIteration() {

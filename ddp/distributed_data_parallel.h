@@ -77,6 +77,15 @@ class DistributedDataParallel {
   // Clears gradients for the next step: sets them to none (the buckets keep their memory).
   void ZeroGrad();
 
+  // From now on `parameter`'s gradient arrives in `leaf`, a low-precision copy that the forward
+  // uses in its place (amp/low_precision_weights.h): the hook moves from the parameter to `leaf`,
+  // and at its bucket's launch the leaf's gradient is copied, converted, into the parameter's
+  // bucket view with the bucket's other arrivals (one multi-tensor copy per source dtype), then
+  // reset. After FinishBackward the parameter's gradient is its bucket view, as without a leaf.
+  // Throws if `parameter` is not one of the module's. Call before the first backward; not for
+  // steps under NoSync (the leaf's gradient would not be carried to the next step's bucket).
+  void ReceiveGradientThrough(const torch::Tensor& parameter, const torch::Tensor& leaf);
+
   // Runs `replay`, the launch of a CUDA graph that captured a step of this DDP, under the
   // communicator's collective timeout (a rank that stops replaying fails the others, not hangs).
   void LaunchCaptured(const std::function<void()>& replay);
@@ -117,6 +126,8 @@ class DistributedDataParallel {
   void BroadcastFromRankZero(const std::vector<torch::Tensor>& tensors, const std::string& what);
   void BuildBuckets(const std::vector<size_t>& order);
   void RegisterHooks();
+  void HookGradientOf(size_t index);
+  void CopyArrivals(Bucket& bucket);
   void OnGradientReady(size_t index);
   void MarkReady(size_t index);
   void LaunchReadyBuckets();
@@ -128,6 +139,8 @@ class DistributedDataParallel {
   DdpOptions options_;
   std::vector<std::string> names_;
   std::vector<torch::Tensor> parameters_;
+  // Per parameter, the tensor whose gradient arrives: the parameter, or its low-precision copy.
+  std::vector<torch::Tensor> gradient_leaves_;
   std::vector<torch::Tensor> buffers_;
   std::unique_ptr<FlatBuffers> flat_buffers_;  // what buffers_ are views of, when broadcast per step
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;

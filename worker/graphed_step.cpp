@@ -30,8 +30,11 @@ GraphedTrainStep::GraphedTrainStep(Classifier& model, FusedOptimizer& optimizer,
                                     device_.str()));
   }
   optimizer_.KeepLrOnDevice();
-  if (ddp_ == nullptr && AutocastDtype(precision_)) {
-    low_precision_ = LowPrecisionWeights::Of(model_, *AutocastDtype(precision_));
+  if (AutocastDtype(precision_)) low_precision_ = LowPrecisionWeights::Of(model_, *AutocastDtype(precision_));
+  if (low_precision_ && ddp_) {
+    low_precision_->ForEachPair([&](const torch::Tensor& parameter, const torch::Tensor& copy) {
+      ddp_->ReceiveGradientThrough(parameter, copy);
+    });
   }
   const auto sum_options = torch::TensorOptions().dtype(torch::kDouble).device(device_);
   loss_sum_ = torch::zeros({}, sum_options);
@@ -67,7 +70,7 @@ torch::Tensor GraphedTrainStep::Run(const torch::Tensor& images, const torch::Te
   const torch::Tensor loss = torch::nn::functional::cross_entropy(
       logits, labels, torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(label_smoothing_));  // ()
   scaler_.Scale(loss).backward();
-  if (low_precision_) low_precision_->CollectGradients();
+  if (low_precision_ && !ddp_) low_precision_->CollectGradients();  // DDP's buckets take them instead
   if (ddp_) ddp_->FinishBackward();  // every rank's averaged gradients, before the scaler reads them
   torch::NoGradGuard no_grad;
   const torch::Tensor nonfinite = skip_nonfinite_ ? loss.detach().isfinite().logical_not() : torch::Tensor();  // ()

@@ -2,7 +2,7 @@
 //
 // A step is: zero the gradients, forward under the precision policy, cross-entropy, scaled
 // backward, the loss scaler's check and the fused optimizer step, the scale update. Under autocast
-// on one device, the weights' casts both ways are batched (amp/low_precision_weights.h). For a small
+// the weights' casts both ways are batched (amp/low_precision_weights.h). For a small
 // model each of those is a few microseconds of GPU work behind tens of microseconds of host-side
 // dispatch per kernel; replaying a captured graph launches all of them at once.
 //
@@ -102,8 +102,9 @@ class GraphedTrainStep {
   torch::Device device_;
   DistributedDataParallel* ddp_;
   DeviceResidentBatches* gather_source_ = nullptr;
-  // Under autocast on one device, the Conv2d and Linear weights' casts as two multi-tensor copies
-  // a step (amp/low_precision_weights.h); null under DDP, without autocast or without such modules.
+  // Under autocast, the Conv2d and Linear weights' casts as multi-tensor copies (a step's forward
+  // one; backward one, or DDP's buckets; amp/low_precision_weights.h); null without autocast or
+  // without such modules.
   std::unique_ptr<LowPrecisionWeights> low_precision_;
   torch::Tensor loss_sum_;     // () float64 on the device: the running sum of loss x images
   torch::Tensor loss_images_;  // () float64 on the device: the images whose loss is in loss_sum_

@@ -2,13 +2,17 @@
 // "mirror" communicator that plays a second rank holding exactly this rank's gradients (a sum is
 // a doubling), so averaged gradients must equal the local ones, and every launch is recorded.
 #include <algorithm>
+#include <optional>
 
 #include <gtest/gtest.h>
 
+#include "amp/autocast.h"
+#include "amp/low_precision_weights.h"
 #include "common/status.h"
 #include "ddp/bucket_plan.h"
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/flat_buffers.h"
+#include "models/memory_format.h"
 
 namespace mgpu {
 namespace {
@@ -288,6 +292,79 @@ TEST(DistributedDataParallel, BucketViewsKeepAChannelsLastParametersLayout) {
   ddp.FinishBackward();
   EXPECT_EQ(conv->weight.grad().strides(), conv->weight.strides());
   EXPECT_TRUE(conv->weight.grad().is_contiguous(torch::MemoryFormat::ChannelsLast));
+}
+
+// A conv net for autocast: convolutions and a linear layer whose weights get low-precision copies,
+// and a conv bias (float32 under autocast) in the same buckets.
+struct ConvNet : torch::nn::Module {
+  ConvNet() {
+    conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 8, 3).padding(1).bias(false)));
+    conv2 = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(8, 8, 3).padding(1)));
+    fc = register_module("fc", torch::nn::Linear(8, 4));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return fc(torch::relu(conv2(torch::relu(conv1(x)))).mean({2, 3})).to(torch::kFloat);  // (B, 4)
+  }
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  torch::nn::Linear fc{nullptr};
+};
+
+// The averaged gradients of two steps of `model` under CPU autocast (bf16), the forward on
+// low-precision copies of the weights when `copies` is set.
+std::vector<torch::Tensor> AutocastDdpGradients(const std::shared_ptr<ConvNet>& model, bool copies, bool channels_last) {
+  if (channels_last) ConvertToChannelsLast(*model);
+  MirrorCommunicator mirror;
+  DistributedDataParallel ddp(model, mirror, SmallBuckets());
+  const auto weights = copies ? LowPrecisionWeights::Of(*model, torch::kBFloat16) : nullptr;
+  if (weights) {
+    weights->ForEachPair([&](const torch::Tensor& p, const torch::Tensor& copy) { ddp.ReceiveGradientThrough(p, copy); });
+  }
+  std::vector<torch::Tensor> gradients;
+  torch::manual_seed(5);
+  for (int step = 0; step < 2; ++step) {  // the second after the bucket rebuild
+    torch::Tensor x = torch::randn({3, 3, 6, 6});
+    if (channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+    ddp.ZeroGrad();
+    ddp.PrepareForward();
+    torch::Tensor loss;
+    {
+      AutocastScope autocast(torch::kCPU, torch::kBFloat16);
+      std::optional<LowPrecisionWeights::InForward> in_forward;
+      if (weights) in_forward.emplace(*weights);
+      loss = model->forward(x).pow(2).sum();
+    }
+    loss.backward();
+    ddp.FinishBackward();
+    for (const auto& p : model->parameters()) gradients.push_back(p.grad().clone());
+  }
+  return gradients;
+}
+
+// Low-precision weight copies under DDP: the hooks watch the copies, and the buckets take their
+// bfloat16 gradients beside the float32 ones, converted; the averages are autocast's bit for bit.
+TEST(DistributedDataParallel, TakesLowPrecisionCopiesGradientsAsAutocastsOwn) {
+  for (const bool channels_last : {false, true}) {
+    torch::manual_seed(3);
+    auto plain = std::make_shared<ConvNet>(), batched = std::make_shared<ConvNet>();
+    {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < plain->parameters().size(); ++i) batched->parameters()[i].copy_(plain->parameters()[i]);
+    }
+    const auto expected = AutocastDdpGradients(plain, /*copies=*/false, channels_last);
+    const auto actual = AutocastDdpGradients(batched, /*copies=*/true, channels_last);
+    ASSERT_EQ(actual.size(), expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_EQ(actual[i].scalar_type(), torch::kFloat) << i;
+      EXPECT_TRUE(torch::equal(actual[i], expected[i])) << "gradient " << i << (channels_last ? ", channels-last" : "");
+    }
+  }
+}
+
+TEST(DistributedDataParallel, ReceivingAGradientThroughATensorThatIsNoParameterIsAnError) {
+  auto model = std::make_shared<Mlp>();
+  MirrorCommunicator mirror;
+  DistributedDataParallel ddp(model, mirror, SmallBuckets());
+  EXPECT_THROW(ddp.ReceiveGradientThrough(torch::zeros({2}), torch::zeros({2}, torch::kBFloat16)), Error);
 }
 
 // FlatBuffers (DDP's broadcast buffers, DataParallel's replicas): a channels-last weight's view
