@@ -1,0 +1,57 @@
+#!/bin/bash
+# Session 17, call 2 (nvidia-h100-x2): branch ddp-weight-casts: the two-GPU tests; --nccl-max-ctas and --last-bucket-cap-mb
+# on VGG-19 and ResNet-18 amp-bf16 graphed DDP with the data on the device; traces of VGG-19 one GPU against DDP.
+source .devdeps/activate.sh; for f in .devdeps/libutfcpp-dev*.deb; do dpkg -x $f /opt/deps; done
+export NCCL_NVLS_ENABLE=0
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export LD_LIBRARY_PATH=/tmp/site/nvidia/cu13/lib:$LD_LIBRARY_PATH
+R=$OUT/call2.txt; t0=$(date +%s)
+el() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a $R; }
+nvidia-smi -L >> $R
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMGPU_PYTHON=$(command -v python3) \
+  -DMGPU_TEST_PYTHON=$(command -v python3) -DMGPU_NVJPEG_INCLUDE_DIR=/tmp/site/nvidia/cu13/include -DMPI_CXX_COMPILER=$MPI_CXX_COMPILER > /tmp/cmake.log 2>&1 || { tail -30 /tmp/cmake.log >> $R; cat $R; exit 1; }
+ninja -C build-gpu mgpu-worker mgpu_gpu_tests mgpu-loader-bench > /tmp/ninja.log 2>&1 || { grep -A12 FAILED /tmp/ninja.log | head -60 >> $R; cat $R; exit 1; }
+el "built"
+COMMON="--dataset synthetic --synthetic-channels 3 --synthetic-test 256 --epochs 100000 --log-every 20
+  --optimizer sgd --momentum 0.9 --lr 0.01 --progress lines --overwrite --precision amp-bf16 --channels-last true --cuda-graphs true
+  --data-on-device true"
+one() {  # MODEL TAG STEPS [extra]
+  local m=$1 tag=$2 steps=$3; shift 3
+  CUDA_VISIBLE_DEVICES=0 timeout 120 build-gpu/bin/mgpu-worker $COMMON --model $m --image-size 32 --device cuda \
+    --synthetic-train $((256 * 600)) --batch-size 256 --max-steps $steps "$@" --out /tmp/v/$m-one-$tag > /tmp/v/$m-one-$tag.log 2>&1 \
+    || tail -5 /tmp/v/$m-one-$tag.log >> $R
+}
+two() {  # MODEL TAG STEPS [extra]; env passes through
+  local m=$1 tag=$2 steps=$3; shift 3; local port=$((29700 + RANDOM % 200))
+  for r in 0 1; do
+    RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 build-gpu/bin/mgpu-worker \
+      $COMMON --model $m --image-size 32 --mode ddp --backend nccl --synthetic-train $((512 * 600)) --batch-size 512 \
+      --max-steps $steps "$@" --out /tmp/v/$m-two-$tag > /tmp/v/$m-two-$tag-r$r.log 2>&1 &
+  done
+  wait; tail -3 /tmp/v/$m-two-$tag-r0.log | grep -iE "error|fail" >> $R
+}
+rate() { python3 -c "import sys; sys.path.insert(0, 'bench'); from gpu_bench import elapsed_throughput as e; print(round(e('/tmp/v/$1', 100, $2)))"; }
+mkdir -p /tmp/v
+timeout 200 build-gpu/bin/mgpu_gpu_tests --gtest_filter='CudaGraphs.*Ddp*:CudaDdp.*' > $OUT/gpu-tests-2gpu.log 2>&1
+el "two-GPU tests rc $?: $(grep -E '^\[  (PASSED|FAILED) ' $OUT/gpu-tests-2gpu.log | tr '\n' ' ')"
+grep -E "^\[  FAILED.*ms\)|^\[       OK" $OUT/gpu-tests-2gpu.log >> $R
+one vgg19 a 580
+for round in 1 2; do
+  line="VGG-19 round $round:"
+  for c in 0 4 8 16; do two vgg19 c$c-$round 580 --nccl-max-ctas $c; line="$line ctas $c $(rate vgg19-two-c$c-$round 512);"; done
+  el "$line"
+done
+two vgg19 last1 580 --last-bucket-cap-mb 1; el "VGG-19 --last-bucket-cap-mb 1: $(rate vgg19-two-last1 512)"
+two vgg19 c4last1 580 --last-bucket-cap-mb 1 --nccl-max-ctas 4; el "VGG-19 --last-bucket-cap-mb 1 --nccl-max-ctas 4: $(rate vgg19-two-c4last1 512)"
+one vgg19 b 580
+el "VGG-19 one GPU: $(rate vgg19-one-a 256), $(rate vgg19-one-b 256) img/s"
+one resnet18 a 1500
+line="ResNet-18:"
+for c in 0 4 8 0 4 8; do two resnet18 c$c 1500 --nccl-max-ctas $c; line="$line ctas $c $(rate resnet18-two-c$c 512);"; done
+el "$line; one GPU $(rate resnet18-one-a 256)"
+one vgg19 prof 60 --profile-steps 40-44; two vgg19 prof 60 --profile-steps 40-44
+python3 .gpu/ddp_compare.py /tmp/v/vgg19-one-prof/trace-rank0.json /tmp/v/vgg19-two-prof/trace-rank0.json 5 >> $R 2>&1
+python3 .gpu/kernels_per_step.py /tmp/v/vgg19-two-prof/trace-rank0.json 5 400 | grep -iE "kernels/step|nccl|multi_tensor|copy|\[" >> $R 2>&1
+mkdir -p $OUT/traces; for t in one two; do gzip -c /tmp/v/vgg19-$t-prof/trace-rank0.json > $OUT/traces/$t-rank0.json.gz; done
+el "profiles"
+cat $R
