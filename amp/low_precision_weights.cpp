@@ -9,7 +9,7 @@ std::unique_ptr<LowPrecisionWeights> LowPrecisionWeights::Of(nn::Module& model, 
   auto add = [&](torch::Tensor& member) {
     if (!member.defined() || !member.requires_grad() || member.scalar_type() != torch::kFloat) return;
     torch::NoGradGuard no_grad;
-    Slot slot{&member, member, torch::empty_like(member, member.options().dtype(dtype)), torch::empty_like(member)};
+    Slot slot{&member, member, torch::empty_like(member, member.options().dtype(dtype)), torch::Tensor()};
     slot.copy.requires_grad_(true);
     slots.push_back(std::move(slot));
   };
@@ -45,6 +45,7 @@ void LowPrecisionWeights::CollectGradients() {
   std::vector<torch::Tensor> gradients, copies_gradients;
   for (Slot& slot : slots_) {
     if (!slot.copy.grad().defined()) continue;
+    if (!slot.gradient.defined()) slot.gradient = torch::empty_like(slot.parameter);
     gradients.push_back(slot.gradient);
     copies_gradients.push_back(slot.copy.grad());
     slot.parameter.mutable_grad() = slot.gradient;

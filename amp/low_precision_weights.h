@@ -57,7 +57,10 @@ class LowPrecisionWeights {
     torch::Tensor* member;   // the module's `weight` or `bias`
     torch::Tensor parameter;  // float32, what the member holds outside a forward
     torch::Tensor copy;       // dtype, a leaf that requires grad, parameter's strides
-    torch::Tensor gradient;   // float32, parameter's strides: the parameter's grad once collected
+    // float32, parameter's strides: the parameter's grad once collected; made by the first
+    // CollectGradients (an eager step, before any capture), so never under DDP, whose buckets
+    // take the copies' gradients instead.
+    torch::Tensor gradient;
   };
   explicit LowPrecisionWeights(std::vector<Slot> slots);
 
