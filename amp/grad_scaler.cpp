@@ -66,6 +66,20 @@ void GradScaler::Step(FusedOptimizer& optimizer, const torch::Tensor& skip) {
   skipped_.add_(found_inf_.to(torch::kLong));
 }
 
+std::optional<torch::Tensor> GradScaler::BeginStepInParts(const torch::Tensor& skip) {
+  if (enabled()) {
+    throw Error(ExitCode::kFailure, "GradScaler::BeginStepInParts: loss scaling checks every gradient before the "
+                                    "optimizer steps, so the step cannot be taken in parts");
+  }
+  if (!skip.defined() && !all_reduce_found_inf_) return std::nullopt;
+  torch::NoGradGuard no_grad;
+  found_inf_.zero_();
+  if (skip.defined()) found_inf_.copy_(torch::maximum(found_inf_, skip.to(torch::kFloat).reshape({})));
+  if (all_reduce_found_inf_) all_reduce_found_inf_(found_inf_);
+  skipped_.add_(found_inf_.to(torch::kLong));
+  return found_inf_;
+}
+
 void GradScaler::Update() {
   if (scaling_.mode == LossScaling::Mode::kDynamic) {
     at::_amp_update_scale_(scale_, growth_tracker_, found_inf_, options_.growth_factor, options_.backoff_factor,

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,13 @@ class GradScaler {
   // Unscale, the scale is handed to the fused kernel, which unscales while it steps — what
   // PyTorch does for fused optimizers. Counts skipped steps.
   void Step(FusedOptimizer& optimizer, const torch::Tensor& skip = {});
+
+  // For an optimizer stepped in parts as their gradients become final (DDP's buckets in a
+  // graphed step), instead of Step: only without loss scaling, whose check needs every gradient
+  // first (throws Error if scaling is on). Counts the step as skipped where `skip` (as in Step)
+  // is set, and returns the found_inf that every part passes to FusedOptimizer::StepParameters:
+  // nullopt when nothing can skip the step.
+  std::optional<torch::Tensor> BeginStepInParts(const torch::Tensor& skip = {});
 
   // Dynamic scaling: backs off or grows the scale from this step's found_inf. Ends the step.
   void Update();

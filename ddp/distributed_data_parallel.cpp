@@ -288,7 +288,7 @@ void DistributedDataParallel::PrepareForward() {
   for (const torch::Tensor& group : flat_buffers_->groups()) communicator_.Broadcast(group, 0, "buffers")->Wait();
 }
 
-void DistributedDataParallel::FinishBackward() {
+void DistributedDataParallel::FinishBackward(const std::function<void(const std::vector<size_t>&)>& on_bucket_reduced) {
   if (!sync_enabled_) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -309,31 +309,49 @@ void DistributedDataParallel::FinishBackward() {
       LaunchReadyBuckets();
     }
   }
-  for (auto& bucket : buckets_) bucket.work->Wait();
-
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> copy_back, averages;  // gradients that are not views of their buckets
-  for (auto& bucket : buckets_) {
-    if (bucket.wire.defined()) {
-      bucket.contents.copy_(bucket.wire);
-      bucket.wire = torch::Tensor();
-    }
-    for (size_t slot = 0; slot < bucket.members.size(); ++slot) {
-      torch::Tensor& grad = parameters_[bucket.members[slot]].mutable_grad();
-      if (!grad.defined()) {
-        grad = options_.gradient_as_bucket_view ? bucket.views[slot] : bucket.views[slot].clone();
-      } else if (!grad.is_alias_of(bucket.views[slot])) {
-        copy_back.push_back(grad);
-        averages.push_back(bucket.views[slot]);
-      }
+  for (auto& bucket : buckets_) {  // in launch order
+    bucket.work->Wait();
+    TakeAverages(bucket, copy_back, averages);
+    if (on_bucket_reduced) {
+      CopyBack(copy_back, averages);
+      on_bucket_reduced(bucket.members);
     }
   }
-  if (!copy_back.empty()) at::_foreach_copy_(copy_back, averages);
+  CopyBack(copy_back, averages);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ResetIteration();
   }
   if (!rebuilt_) RebuildFromObservedOrder();
+}
+
+// The bucket's averages become its parameters' gradients: views of the bucket, or clones of it,
+// or, for a gradient that is neither, queued in `copy_back` and `averages` for CopyBack.
+void DistributedDataParallel::TakeAverages(Bucket& bucket, std::vector<torch::Tensor>& copy_back,
+                                           std::vector<torch::Tensor>& averages) {
+  if (bucket.wire.defined()) {
+    bucket.contents.copy_(bucket.wire);
+    bucket.wire = torch::Tensor();
+  }
+  for (size_t slot = 0; slot < bucket.members.size(); ++slot) {
+    torch::Tensor& grad = parameters_[bucket.members[slot]].mutable_grad();
+    if (!grad.defined()) {
+      grad = options_.gradient_as_bucket_view ? bucket.views[slot] : bucket.views[slot].clone();
+    } else if (!grad.is_alias_of(bucket.views[slot])) {
+      copy_back.push_back(grad);
+      averages.push_back(bucket.views[slot]);
+    }
+  }
+}
+
+// One multi-tensor copy of the queued averages into their gradients; empties both lists.
+void DistributedDataParallel::CopyBack(std::vector<torch::Tensor>& copy_back, std::vector<torch::Tensor>& averages) {
+  if (copy_back.empty()) return;
+  at::_foreach_copy_(copy_back, averages);
+  copy_back.clear();
+  averages.clear();
 }
 
 // Rank 0's observed gradient order decides the new plan on every rank.

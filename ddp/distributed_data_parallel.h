@@ -72,8 +72,11 @@ class DistributedDataParallel {
 
   void PrepareForward();
   // Completes the iteration's gradient reduction: on GPUs without blocking the host (the current
-  // stream waits for the buckets). Inside a NoSync scope, does nothing.
-  void FinishBackward();
+  // stream waits for the buckets). Inside a NoSync scope, does nothing. With `on_bucket_reduced`,
+  // calls it per bucket in launch order, with the indices (in the module's parameter order) of
+  // the parameters whose gradients are then final: the work it queues on the current stream can
+  // run while later buckets' all-reduces still do (an optimizer stepped per bucket).
+  void FinishBackward(const std::function<void(const std::vector<size_t>&)>& on_bucket_reduced = nullptr);
   // Clears gradients for the next step: sets them to none (the buckets keep their memory).
   void ZeroGrad();
 
@@ -105,6 +108,8 @@ class DistributedDataParallel {
   // Parameter indices per bucket, in launch order.
   std::vector<std::vector<size_t>> BucketMembers() const;
   bool rebuilt() const { return rebuilt_; }
+  // The module's parameters, in the order FinishBackward's indices refer to.
+  const std::vector<torch::Tensor>& parameters() const { return parameters_; }
 
  private:
   struct Bucket {
@@ -128,6 +133,8 @@ class DistributedDataParallel {
   void RegisterHooks();
   void HookGradientOf(size_t index);
   void CopyArrivals(Bucket& bucket);
+  void TakeAverages(Bucket& bucket, std::vector<torch::Tensor>& copy_back, std::vector<torch::Tensor>& averages);
+  static void CopyBack(std::vector<torch::Tensor>& copy_back, std::vector<torch::Tensor>& averages);
   void OnGradientReady(size_t index);
   void MarkReady(size_t index);
   void LaunchReadyBuckets();

@@ -88,13 +88,28 @@ double FusedOptimizer::ClipGradNorm(double max_norm) {
 
 void FusedOptimizer::Step(const std::optional<torch::Tensor>& grad_scale,
                           const std::optional<torch::Tensor>& found_inf) {
+  std::vector<size_t> every(stepped_.size());
+  for (size_t i = 0; i < every.size(); ++i) every[i] = i;
+  StepParameters(every, grad_scale, found_inf);
+}
+
+void FusedOptimizer::StepParameters(const std::vector<size_t>& indices, const std::optional<torch::Tensor>& grad_scale,
+                                    const std::optional<torch::Tensor>& found_inf) {
+  std::vector<bool> selected(stepped_.size(), false);
+  for (size_t i : indices) {
+    if (i >= selected.size()) {
+      throw Error(ExitCode::kFailure, fmt::format("FusedOptimizer::StepParameters: parameter {} of {}", i,
+                                                  selected.size()));
+    }
+    selected[i] = true;
+  }
   torch::NoGradGuard no_grad;
   Gradients();  // brings master gradients up to date
-  for (const auto& group : groups_) StepGroup(group, grad_scale, found_inf);
+  for (const auto& group : groups_) StepGroup(group, selected, grad_scale, found_inf);
   // Where the step was skipped the masters are unchanged, and so is the copy.
   std::vector<torch::Tensor> models, masters;
   for (size_t i = 0; i < stepped_.size(); ++i) {
-    if (has_master_[i] && parameters_[i].grad().defined()) {
+    if (selected[i] && has_master_[i] && parameters_[i].grad().defined()) {
       models.push_back(parameters_[i]);
       masters.push_back(stepped_[i]);
     }
@@ -103,12 +118,13 @@ void FusedOptimizer::Step(const std::optional<torch::Tensor>& grad_scale,
   master_grads_current_ = false;
 }
 
-void FusedOptimizer::StepGroup(const Group& group, const std::optional<torch::Tensor>& grad_scale,
+void FusedOptimizer::StepGroup(const Group& group, const std::vector<bool>& selected,
+                               const std::optional<torch::Tensor>& grad_scale,
                                const std::optional<torch::Tensor>& found_inf) {
   std::vector<torch::Tensor> params, grads, first, second, steps, velocity;
   for (size_t i : group.members) {
     const torch::Tensor& grad = stepped_[i].grad();
-    if (!grad.defined() || !parameters_[i].grad().defined()) continue;
+    if (!selected[i] || !grad.defined() || !parameters_[i].grad().defined()) continue;
     params.push_back(stepped_[i]);
     grads.push_back(grad);
     if (options_.kind == "sgd") {

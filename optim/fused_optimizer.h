@@ -57,6 +57,12 @@ class FusedOptimizer {
   // single-element float tensors on the parameters' device (see the header comment).
   void Step(const std::optional<torch::Tensor>& grad_scale = std::nullopt,
             const std::optional<torch::Tensor>& found_inf = std::nullopt);
+  // As Step, for the parameters at `indices` (positions in the constructor's list) only: a step
+  // taken in parts as their gradients become final (DDP's buckets). Each parameter must be in
+  // exactly one part of a step (Adam counts its steps per parameter). Throws Error for an index
+  // out of range.
+  void StepParameters(const std::vector<size_t>& indices, const std::optional<torch::Tensor>& grad_scale = std::nullopt,
+                      const std::optional<torch::Tensor>& found_inf = std::nullopt);
 
   double lr() const { return options_.lr; }
   // With the learning rate kept on the device, also refills those tensors (one small kernel,
@@ -79,7 +85,7 @@ class FusedOptimizer {
     std::vector<size_t> members;
     torch::Tensor lr;  // () float32 on the group's device, after KeepLrOnDevice(); else undefined
   };
-  void StepGroup(const Group& group, const std::optional<torch::Tensor>& grad_scale,
+  void StepGroup(const Group& group, const std::vector<bool>& selected, const std::optional<torch::Tensor>& grad_scale,
                  const std::optional<torch::Tensor>& found_inf);
 
   std::vector<torch::Tensor> parameters_;  // the model's

@@ -9,6 +9,25 @@
 #include "dataparallel/data_parallel.h"
 
 namespace mgpu {
+namespace {
+
+// Per DDP parameter, its position among the optimizer's: the graphed step keeps no float32 masters
+// (TrainConfig refuses o2), so the optimizer steps the model's parameters themselves.
+std::vector<size_t> OptimizerIndices(const std::vector<torch::Tensor>& ddp_parameters,
+                                     const std::vector<torch::Tensor>& stepped) {
+  std::vector<size_t> indices;
+  for (const auto& parameter : ddp_parameters) {
+    const auto found = std::find_if(stepped.begin(), stepped.end(),
+                                    [&](const torch::Tensor& p) { return p.is_same(parameter); });
+    if (found == stepped.end()) {
+      throw Error(ExitCode::kFailure, "--cuda-graphs with DDP: a parameter DDP reduces is not one the optimizer steps");
+    }
+    indices.push_back(static_cast<size_t>(found - stepped.begin()));
+  }
+  return indices;
+}
+
+}  // namespace
 
 GraphedTrainStep::GraphedTrainStep(Classifier& model, FusedOptimizer& optimizer, GradScaler& scaler,
                                    Precision precision, double label_smoothing, bool skip_nonfinite,
@@ -36,6 +55,7 @@ GraphedTrainStep::GraphedTrainStep(Classifier& model, FusedOptimizer& optimizer,
       ddp_->ReceiveGradientThrough(parameter, copy);
     });
   }
+  if (ddp_) optimizer_index_ = OptimizerIndices(ddp_->parameters(), optimizer_.stepped_parameters());
   const auto sum_options = torch::TensorOptions().dtype(torch::kDouble).device(device_);
   loss_sum_ = torch::zeros({}, sum_options);
   loss_images_ = torch::zeros({}, sum_options);
@@ -71,11 +91,12 @@ torch::Tensor GraphedTrainStep::Run(const torch::Tensor& images, const torch::Te
       logits, labels, torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(label_smoothing_));  // ()
   scaler_.Scale(loss).backward();
   if (low_precision_ && !ddp_) low_precision_->CollectGradients();  // DDP's buckets take them instead
-  if (ddp_) ddp_->FinishBackward();  // every rank's averaged gradients, before the scaler reads them
+  const torch::Tensor nonfinite = [&] {
+    torch::NoGradGuard no_grad;
+    return skip_nonfinite_ ? loss.detach().isfinite().logical_not() : torch::Tensor();  // ()
+  }();
+  StepOptimizer(nonfinite);
   torch::NoGradGuard no_grad;
-  const torch::Tensor nonfinite = skip_nonfinite_ ? loss.detach().isfinite().logical_not() : torch::Tensor();  // ()
-  scaler_.Step(optimizer_, nonfinite);
-  scaler_.Update();
   // The epoch's running loss, with the eager loop's operations (so its sums round alike).
   const auto batch_images = static_cast<double>(images.size(0));
   if (skip_nonfinite_) {
@@ -86,6 +107,26 @@ torch::Tensor GraphedTrainStep::Run(const torch::Tensor& images, const torch::Te
     loss_images_.add_(batch_images);
   }
   return loss.detach();
+}
+
+// Without DDP, or under loss scaling (whose check reads every gradient first), the optimizer steps
+// once every rank's gradients are averaged. Otherwise it steps each bucket's parameters once that
+// bucket's all-reduce is done, so the last buckets' all-reduces run beside the earlier ones' steps
+// instead of before all of them.
+void GraphedTrainStep::StepOptimizer(const torch::Tensor& nonfinite) {
+  if (ddp_ == nullptr || scaler_.enabled()) {
+    if (ddp_) ddp_->FinishBackward();
+    torch::NoGradGuard no_grad;
+    scaler_.Step(optimizer_, nonfinite);
+  } else {
+    const std::optional<torch::Tensor> found_inf = scaler_.BeginStepInParts(nonfinite);
+    ddp_->FinishBackward([&](const std::vector<size_t>& members) {
+      std::vector<size_t> indices;
+      for (size_t member : members) indices.push_back(optimizer_index_[member]);
+      optimizer_.StepParameters(indices, std::nullopt, found_inf);
+    });
+  }
+  scaler_.Update();
 }
 
 torch::Tensor GraphedTrainStep::RunOn(const std::vector<torch::Tensor>& inputs, bool capturing) {

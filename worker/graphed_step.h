@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -92,6 +93,8 @@ class GraphedTrainStep {
   // The step itself on either input form, eager or under capture; returns the loss ().
   torch::Tensor RunOn(const std::vector<torch::Tensor>& inputs, bool capturing);
   torch::Tensor Run(const torch::Tensor& images, const torch::Tensor& labels, bool capturing);
+  // After backward: DDP's averages, the loss scaler's check and the optimizer step (per bucket where it can).
+  void StepOptimizer(const torch::Tensor& nonfinite);
 
   Classifier& model_;
   FusedOptimizer& optimizer_;
@@ -106,6 +109,7 @@ class GraphedTrainStep {
   // one; backward one, or DDP's buckets; amp/low_precision_weights.h); null without autocast or
   // without such modules.
   std::unique_ptr<LowPrecisionWeights> low_precision_;
+  std::vector<size_t> optimizer_index_;  // under DDP: per DDP parameter, its index in the optimizer
   torch::Tensor loss_sum_;     // () float64 on the device: the running sum of loss x images
   torch::Tensor loss_images_;  // () float64 on the device: the images whose loss is in loss_sum_
 

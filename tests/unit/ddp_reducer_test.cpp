@@ -281,6 +281,53 @@ TEST(DistributedDataParallel, GradientsInTheBucketsAndCopiedOutOfThemAreTheSame)
   }
 }
 
+// The other rank's gradients are zeros: the mean halves this rank's.
+class HalvingCommunicator : public MirrorCommunicator {
+ public:
+  std::unique_ptr<CollectiveWork> AllReduceMean(torch::Tensor tensor, const std::string& what) override {
+    tensor.mul_(0.5);
+    return MirrorCommunicator::AllReduceMean(tensor, what);
+  }
+};
+
+// FinishBackward's per-bucket callback (an optimizer stepped per bucket): once per bucket in
+// launch order, every parameter in exactly one call, and its gradient final by then, with
+// gradients in the buckets or copied out of them.
+TEST(DistributedDataParallel, EachBucketIsHandedOverOnceItsGradientsAreFinal) {
+  for (const bool as_views : {true, false}) {
+    torch::manual_seed(2);
+    auto model = std::make_shared<Mlp>();
+    const torch::Tensor x = torch::randn({4, 8});
+    const std::vector<torch::Tensor> local = LocalGradients(model, x);
+    HalvingCommunicator halving;
+    DdpOptions options = SmallBuckets();
+    options.gradient_as_bucket_view = as_views;
+    DistributedDataParallel ddp(model, halving, options);
+    const auto parameters = model->parameters();
+    for (int step = 0; step < 2; ++step) {  // the second after the bucket rebuild
+      ddp.ZeroGrad();
+      if (!as_views) {  // gradients of their own, which the averages are copied into
+        for (auto& p : parameters) p.mutable_grad() = torch::zeros_like(p);
+      }
+      model->forward(x).pow(2).sum().backward();
+      const auto plan = ddp.BucketMembers();
+      std::vector<std::vector<size_t>> handed;
+      std::vector<bool> seen(parameters.size(), false);
+      ddp.FinishBackward([&](const std::vector<size_t>& members) {
+        handed.push_back(members);
+        for (size_t i : members) {
+          EXPECT_FALSE(seen[i]) << "parameter " << i << " handed over twice";
+          seen[i] = true;
+          const torch::Tensor expected = local[i].defined() ? local[i] / 2 : torch::zeros_like(parameters[i]);
+          EXPECT_TRUE(torch::allclose(parameters[i].grad(), expected)) << "parameter " << i << " at its bucket";
+        }
+      });
+      EXPECT_EQ(handed, plan) << "in launch order, as the buckets hold them";
+      EXPECT_EQ(std::count(seen.begin(), seen.end(), true), static_cast<long>(parameters.size()));
+    }
+  }
+}
+
 TEST(DistributedDataParallel, BucketViewsKeepAChannelsLastParametersLayout) {
   auto model = std::make_shared<torch::nn::Module>();
   auto conv = model->register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3)));

@@ -187,6 +187,32 @@ TEST(FusedOptimizer, LearningRateOnTheDeviceStepsAsTheNumberDoes) {
   }
 }
 
+// DDP steps the optimizer bucket by bucket (worker/graphed_step.cpp): a step taken in parts is
+// the whole step, bit for bit, for every kind, and a part that names no parameter is an error.
+TEST(FusedOptimizer, AStepTakenInPartsIsTheWholeStep) {
+  for (const std::string kind : {"sgd", "adam", "adamw"}) {
+    OptimizerOptions options;
+    options.kind = kind;
+    options.lr = 0.05;
+    options.momentum = kind == "sgd" ? 0.9 : 0.0;
+    options.weight_decay = 0.01;
+    std::vector<torch::Tensor> whole = MakeParameters(7), parts = Clone(whole);
+    FusedOptimizer whole_step(whole, options), in_parts(parts, options);
+    for (int step = 0; step < 3; ++step) {
+      SetGradients(whole, parts, step);
+      whole_step.Step();
+      in_parts.StepParameters({2, 0});
+      in_parts.StepParameters({1});
+    }
+    for (size_t i = 0; i < whole.size(); ++i) EXPECT_TRUE(torch::equal(whole[i], parts[i])) << kind << " parameter " << i;
+    const auto whole_state = whole_step.StateTensors(), parts_state = in_parts.StateTensors();
+    for (size_t i = 0; i < whole_state.size(); ++i) {
+      if (whole_state[i].defined()) EXPECT_TRUE(torch::equal(whole_state[i], parts_state[i])) << kind << " state " << i;
+    }
+    EXPECT_THROW(in_parts.StepParameters({3}), Error) << kind;
+  }
+}
+
 TEST(FusedOptimizer, RejectsUnknownKindsAndNesterovWithoutMomentum) {
   OptimizerOptions bad;
   bad.kind = "rmsprop";

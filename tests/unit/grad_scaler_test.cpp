@@ -152,6 +152,30 @@ TEST(GradScaler, WithScalingOffTheLossPassesThroughAndOnlyTheSkipFlagSkips) {
   EXPECT_EQ(scaler.scale(), 1.0);
 }
 
+// A step taken in parts (DDP's buckets): only without scaling; the skip flag reaches every part
+// and the skipped step is counted once.
+TEST(GradScaler, AStepInPartsTakesTheSkipFlagAndCountsTheSkipOnce) {
+  GradScaler off(ParseLossScaling("none"), kCpu);
+  EXPECT_FALSE(off.BeginStepInParts().has_value()) << "nothing can skip: the parts step unconditionally";
+  Toy toy;
+  toy.optimizer.ZeroGrad();
+  (toy.w * Clean()).sum().backward();
+  const auto found_inf = off.BeginStepInParts(torch::tensor(true));
+  ASSERT_TRUE(found_inf.has_value());
+  toy.optimizer.StepParameters({0}, std::nullopt, found_inf);
+  off.Update();
+  EXPECT_TRUE(torch::equal(toy.w, torch::tensor({1.0f, 2.0f, 3.0f}))) << "skipped on request";
+  EXPECT_EQ(off.skipped_steps(), 1);
+  toy.optimizer.ZeroGrad();
+  (toy.w * Clean()).sum().backward();
+  const auto clean = off.BeginStepInParts(torch::tensor(false));
+  toy.optimizer.StepParameters({0}, std::nullopt, clean);
+  EXPECT_TRUE(torch::allclose(toy.w, torch::tensor({0.9f, 1.9f, 2.9f})));
+  EXPECT_EQ(off.skipped_steps(), 1);
+  GradScaler dynamic(ParseLossScaling("dynamic"), kCpu);
+  EXPECT_THROW(dynamic.BeginStepInParts(), Error) << "scaling checks every gradient before any part steps";
+}
+
 TEST(GradScaler, AllReduceHookCanMakeEveryRankSkip) {
   GradScaler scaler(ParseLossScaling("dynamic"), kCpu);
   int calls = 0;
