@@ -21,6 +21,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include "data/crop_resize.h"
 #include "data/jpeg_header.h"
 #include "data/nvjpeg_decoder.h"
 #endif
@@ -316,10 +317,9 @@ struct GpuJpegBatches::Impl {
   }
 
   // The kGpu samples at `gpu`, in chunks of at most kChunkImages images and kDecodeBufferBytes
-  // of output, decoded one after the other on the decode stream and resized on the side stream.
-  // Then, once per batch, rounding to whole 8-bit levels (as the CPU path stores them) and the
-  // flips. A refused chunk is retried image by image; the images nvJPEG refuses are decoded by
-  // the CPU path into the host buffer, and their positions returned.
+  // of output, decoded one after the other on the decode stream and resized (rounded and flipped
+  // too) on the side stream. A refused chunk is retried image by image; the images nvJPEG refuses
+  // are decoded by the CPU path into the host buffer, and their positions returned.
   std::vector<int64_t> DecodeOnDevice(PreparedBatch& prepared, const std::vector<size_t>& gpu, int64_t epoch,
                                       torch::Tensor& images) {
     std::vector<size_t> refused;
@@ -328,15 +328,6 @@ struct GpuJpegBatches::Impl {
       for (size_t position : chunk) {
         if (chunk.size() == 1 || !DecodeChunk(prepared.samples, {position}, images)) refused.push_back(position);
       }
-    }
-    images.round_().clamp_(0, 255);
-    std::vector<int64_t> flipped;
-    for (size_t position : gpu) {
-      if (prepared.samples[position].plan.flip) flipped.push_back(static_cast<int64_t>(position));
-    }
-    if (!flipped.empty()) {
-      const torch::Tensor mirrored = torch::tensor(flipped, torch::kInt64).to(device);
-      images.index_copy_(0, mirrored, images.index_select(0, mirrored).flip({3}));
     }
     return DecodeOnCpu(prepared, refused, epoch);
   }
@@ -376,7 +367,7 @@ struct GpuJpegBatches::Impl {
   }
 
   // Decodes the samples at `positions` on the decode stream and resizes each crop into `images`
-  // on the side stream (the current one); false if nvJPEG refused the chunk.
+  // on the side stream (the current one), one launch for the chunk; false if nvJPEG refused it.
   bool DecodeChunk(const std::vector<Prepared>& samples, const std::vector<size_t>& positions,
                    torch::Tensor& images) {
     std::vector<EncodedCrop> chunk;
@@ -395,22 +386,18 @@ struct GpuJpegBatches::Impl {
     done.block(stream);
     decoded_chunks.push_back(decoded.pixels);
     decoded_bytes += static_cast<int64_t>(decoded.pixels.nbytes());
-    const torch::Tensor pixels = decoded.pixels.to(torch::kFloat32);  // the resize takes floats
+    std::vector<kernels::CropResizeJob> jobs;
     for (size_t j = 0; j < positions.size(); ++j) {
-      ResizeInto(decoded.Crop(pixels, j), images[static_cast<int64_t>(positions[j])]);
+      const DecodedChunk::Place& place = decoded.places[j];
+      jobs.push_back(kernels::CropResizeJob{
+          place.offset, static_cast<int32_t>(place.height), static_cast<int32_t>(place.width),
+          static_cast<int32_t>(place.crop.top), static_cast<int32_t>(place.crop.left),
+          static_cast<int32_t>(place.crop.height), static_cast<int32_t>(place.crop.width),
+          static_cast<int32_t>(positions[j]), samples[positions[j]].plan.flip ? 1 : 0});
     }
+    ResizeCropsInto(decoded.pixels, jobs, images);
     Add(&GpuDecodeStats::gpu_images, static_cast<int64_t>(positions.size()));
     return true;
-  }
-
-  // A (3, h, w) float crop resized to `out` (3, side, side), LibTorch's antialiased bilinear.
-  void ResizeInto(const torch::Tensor& crop, torch::Tensor out) const {
-    if (crop.size(1) == side && crop.size(2) == side) {
-      out.copy_(crop);
-      return;
-    }
-    torch::Tensor out4 = out.unsqueeze(0);
-    at::_upsample_bilinear2d_aa_out(out4, crop.unsqueeze(0), {side, side}, /*align_corners=*/false);
   }
 
   void Count(const std::string& reason) {
@@ -495,9 +482,10 @@ std::string GpuJpegBatches::Describe() const { return impl_->Describe(); }
 
 int64_t GpuJpegBatches::MemoryBoundBytes() const {
   const int64_t batch_bytes = impl_->batch_size * 3 * impl_->side * impl_->side * 4;
-  // Waiting in the queue, being built, the one the training step holds, and the flips' two
-  // temporaries; the decoded chunks kept (at most kRetainedChunkBytes before a decode, one chunk
-  // more after it) and the latest one's float copy (four chunks' bytes).
+  // Waiting in the queue, being built, the one the training step holds, and the CPU path's
+  // samples on their way in (uint8 and float); the decoded chunks kept (at most
+  // kRetainedChunkBytes before a decode, one chunk more after it) and, where the build has no
+  // resize kernel, one crop's float copy (four chunks' bytes at most).
   const int64_t chunk = std::max(kDecodeBufferBytes, 3 * kMaxGpuPixels);
   return (kBatchesAhead + 4) * batch_bytes + kRetainedChunkBytes + 5 * chunk;
 }

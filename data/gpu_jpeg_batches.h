@@ -13,10 +13,10 @@
 //      decode stream of their own and the rest on a side stream that waits for each chunk:
 //      nvJPEG's batched decode by the GPU's JPEG engines where it has them (region-of-interest
 //      decoding of just the crop), else by the CUDA (GPU-hybrid) backend with full decodes. Each
-//      crop is resized into its place in the batch by LibTorch's antialiased bilinear resize;
-//      then, once per batch, the CPU path's samples copied in from the pinned host batch, the
-//      rounding to whole 8-bit levels (as the CPU path stores them), the flips and the
-//      normalization. A chunk nvJPEG refuses (a corrupt stream) is retried image by image, and
+//      chunk's crops are resized into their places in the batch by one kernel (data/crop_resize.h:
+//      LibTorch's antialiased bilinear resize, rounded to whole 8-bit levels as the CPU path
+//      stores them, and flipped); then, once per batch, the CPU path's samples copied in from the
+//      pinned host batch and the normalization. A chunk nvJPEG refuses (a corrupt stream) is retried image by image, and
 //      what it still refuses is decoded by the CPU path. (The CUDA decoder taking a share of each
 //      batch beside the engines, as DALI's hw_decoder_load does, was measured: 1x H100,
 //      2026-11-26, decode only, the engines alone 9,900 img/s, the CUDA decoder alone 3,900, the
@@ -33,9 +33,10 @@
 // stream uses it.
 //
 // Device memory: at most kBatchesAhead + 4 float batches (B x 3 x side x side x 4 bytes: those
-// waiting, the one being built, the one the step holds, the flips' temporaries), the decoded
-// chunks kept until the resizes have read them (at most kRetainedChunkBytes and one more chunk),
-// the latest chunk's float copy (4 chunks' bytes), and nvJPEG's own state;
+// waiting, the one being built, the one the step holds, the CPU path's samples on their way in),
+// the decoded chunks kept until the resizes have read them (at most kRetainedChunkBytes and one
+// more chunk), in a build without the resize kernel one crop's float copy (4 chunks' bytes), and
+// nvJPEG's own state;
 // MemoryBoundBytes() says how much, for the start-up table.
 #pragma once
 

@@ -58,13 +58,6 @@ void WaitForStream(cudaStream_t stream) {
   while (cudaStreamQuery(stream) == cudaErrorNotReady) std::this_thread::sleep_for(std::chrono::microseconds(50));
 }
 
-torch::Tensor DecodedChunk::Crop(const torch::Tensor& buffer, size_t k) const {
-  const Place& p = places[k];
-  const torch::Tensor planes = buffer.narrow(0, p.offset, 3 * p.height * p.width).view({3, p.height, p.width});
-  if (p.crop.height == p.height && p.crop.width == p.width) return planes;
-  return planes.narrow(1, p.crop.top, p.crop.height).narrow(2, p.crop.left, p.crop.width);
-}
-
 std::unique_ptr<NvjpegDecoder> NvjpegDecoder::TryCreate(const NvjpegLibrary& lib, nvjpegBackend_t backend,
                                                         int call_images) {
   nvjpegHandle_t handle = nullptr;

@@ -50,9 +50,6 @@ struct DecodedChunk {
     Window crop;         // within the decoded planes
   };
   std::vector<Place> places;
-
-  // Crop k of `buffer` (pixels itself, or a converted copy of the same length): (3, h, w).
-  torch::Tensor Crop(const torch::Tensor& buffer, size_t k) const;
 };
 
 // Waits on the host until `stream` has run everything enqueued on it, polling: the waiting thread

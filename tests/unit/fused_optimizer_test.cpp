@@ -207,7 +207,9 @@ TEST(FusedOptimizer, AStepTakenInPartsIsTheWholeStep) {
     for (size_t i = 0; i < whole.size(); ++i) EXPECT_TRUE(torch::equal(whole[i], parts[i])) << kind << " parameter " << i;
     const auto whole_state = whole_step.StateTensors(), parts_state = in_parts.StateTensors();
     for (size_t i = 0; i < whole_state.size(); ++i) {
-      if (whole_state[i].defined()) EXPECT_TRUE(torch::equal(whole_state[i], parts_state[i])) << kind << " state " << i;
+      if (whole_state[i].defined()) {
+        EXPECT_TRUE(torch::equal(whole_state[i], parts_state[i])) << kind << " state " << i;
+      }
     }
     EXPECT_THROW(in_parts.StepParameters({3}), Error) << kind;
   }

@@ -1,0 +1,46 @@
+// --decode gpu's crop resize on a GPU (data/crop_resize.h): the kernel against LibTorch's CUDA
+// antialiased resize a crop at a time (the batches before the kernel) and against its own
+// arithmetic run on the host, on the CPU test's cases (tests/support/crop_resize_cases.h), and
+// from a chunk whose images start at odd offsets. Skipped, saying so, on machines without a GPU.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "data/crop_resize.h"
+#include "tests/support/crop_resize_cases.h"
+
+namespace mgpu {
+namespace {
+
+class CropResizeCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible: GPU test skipped";
+  }
+};
+
+TEST_F(CropResizeCuda, TheKernelIsAtensResizeAndItsOwnArithmetic) {
+  const CropResizeCase c = StandardCropResizeCase();
+  const torch::Tensor pixels = c.chunk.pixels.to(torch::kCUDA);
+  torch::Tensor ours = c.EmptyBatch(torch::kCUDA), aten = c.EmptyBatch(torch::kCUDA);
+  ResizeCropsInto(pixels, c.jobs, ours);
+  ResizeCropsByAten(pixels, c.jobs, aten);
+  ExpectWithinARoundingStep(ours.cpu(), aten.cpu());
+  ExpectWithinARoundingStep(ours.cpu(), ResizeByPixels(c));
+}
+
+TEST_F(CropResizeCuda, ReadsImagesAtOddOffsets) {
+  const CropResizeCase c = StandardCropResizeCase();
+  const int64_t shift = 5;  // the chunk's images no longer start aligned
+  const torch::Tensor pixels = torch::cat({torch::zeros({shift}, torch::kUInt8), c.chunk.pixels}).to(torch::kCUDA);
+  std::vector<kernels::CropResizeJob> shifted = c.jobs;
+  for (kernels::CropResizeJob& job : shifted) job.offset += shift;
+  torch::Tensor ours = c.EmptyBatch(torch::kCUDA);
+  ResizeCropsInto(pixels, shifted, ours);
+  ExpectWithinARoundingStep(ours.cpu(), ResizeByPixels(c));
+}
+
+}  // namespace
+}  // namespace mgpu
