@@ -21,13 +21,15 @@
 //      batch beside the engines, as DALI's hw_decoder_load does, was measured: 1x H100,
 //      2026-11-26, decode only, the engines alone 9,900 img/s, the CUDA decoder alone 3,900, the
 //      two sharing 5,700.)
-// The engines are what limits a fast model: nvJPEG's hardware call blocks until its chunk is
-// decoded, about 0.04 ms an image alone and 0.11 beside ResNet-18's training (1x H100, with or
-// without a high-priority stream; 0.16 beside a CUDA-graphed step), and the CPU assist takes
-// about a third of each batch off them: ResNet-18 at 224 then trains at 85-87% of its synthetic
-// rate (79-81% without the assist). Enqueuing the resizes from another thread, or handing a batch
-// on before its resizes have run, gained nothing: the calls then took longer by as much
-// (bench/results/2026-11-26-1xH100-decode-assist/).
+// The producer thread is what limits a fast model: nvJPEG's hardware call blocks until its chunk
+// is decoded, and per image it makes a pageable copy of the bitstream, launches a conversion kernel
+// on a stream of its own (which waits behind the training's kernels) and records and waits for an
+// event: about 80 us of the calling thread an image beside ResNet-18's training, 1x H100
+// (bench/results/2026-11-27-1xH100-crop-resize-kernel/). The CPU assist takes a fifth to a third
+// of each batch off it: ResNet-18 at 224 trains at 81-82% of its synthetic rate, ResNet-50 at 96%.
+// Measured and not kept: enqueuing the resizes from another thread, handing a batch on before its
+// resizes have run (bench/results/2026-11-26-1xH100-decode-assist/), bigger chunks, other output
+// formats, pinned bitstreams.
 // The producer waits (polling, not spinning) for the device before handing a batch out, so a
 // batch is complete when Next() returns it; Next() tells the caching allocator that the compute
 // stream uses it.
