@@ -11,8 +11,33 @@
 
 namespace mgpu {
 
+namespace {
+
+// The kernel reads and writes without bounds checks: a job must lie within the pixels and the batch.
+void CheckJobs(const torch::Tensor& pixels, const std::vector<kernels::CropResizeJob>& jobs,
+               const torch::Tensor& batch) {
+  TORCH_CHECK(pixels.scalar_type() == torch::kUInt8 && pixels.dim() == 1 && pixels.is_contiguous(),
+              "ResizeCropsInto: pixels must be a contiguous (total) uint8 tensor");
+  TORCH_CHECK(batch.scalar_type() == torch::kFloat32 && batch.dim() == 4 && batch.size(1) == 3 &&
+                  batch.size(2) == batch.size(3) && batch.is_contiguous() && batch.device() == pixels.device(),
+              "ResizeCropsInto: batch must be a contiguous (B, 3, side, side) float32 tensor beside the pixels");
+  for (const kernels::CropResizeJob& job : jobs) {
+    const bool inside = job.offset >= 0 && job.height > 0 && job.width > 0 &&
+                        job.offset + 3 * int64_t{job.height} * job.width <= pixels.numel() && job.top >= 0 &&
+                        job.left >= 0 && job.crop_height > 0 && job.crop_width > 0 &&
+                        job.top + job.crop_height <= job.height && job.left + job.crop_width <= job.width &&
+                        job.position >= 0 && job.position < batch.size(0);
+    TORCH_CHECK(inside, "ResizeCropsInto: the crop (", job.top, ", ", job.left, ", ", job.crop_height, " x ",
+                job.crop_width, ") of the image at ", job.offset, " (", job.height, " x ", job.width,
+                ") for batch position ", job.position, " lies outside the pixels or the batch");
+  }
+}
+
+}  // namespace
+
 void ResizeCropsByAten(const torch::Tensor& pixels, const std::vector<kernels::CropResizeJob>& jobs,
                        torch::Tensor& batch) {
+  CheckJobs(pixels, jobs, batch);
   torch::NoGradGuard no_grad;
   const int64_t side = batch.size(2);
   for (const kernels::CropResizeJob& job : jobs) {
@@ -35,6 +60,7 @@ void ResizeCropsByAten(const torch::Tensor& pixels, const std::vector<kernels::C
 void ResizeCropsInto(const torch::Tensor& pixels, const std::vector<kernels::CropResizeJob>& jobs,
                      torch::Tensor& batch) {
   if (!pixels.is_cuda()) return ResizeCropsByAten(pixels, jobs, batch);
+  CheckJobs(pixels, jobs, batch);
   if (jobs.empty()) return;
   const int64_t bytes = static_cast<int64_t>(jobs.size() * sizeof(kernels::CropResizeJob));
   torch::Tensor host = torch::empty({bytes}, torch::TensorOptions().dtype(torch::kUInt8).pinned_memory(true));

@@ -6,7 +6,8 @@
 // ((B, 3, side, side) float32, contiguous, on the device of `pixels`) and no other: LibTorch's
 // antialiased bilinear resize of the crop to side x side (a copy where the crop is that size
 // already), rounded to whole 8-bit levels and clamped to [0, 255] as the CPU path stores pixels,
-// mirrored left to right where job.flip. On the current stream.
+// mirrored left to right where job.flip. On the current stream. A job outside the pixels or the
+// batch, or tensors of other shapes, throw c10::Error (the caller's bug, checked before any launch).
 #pragma once
 
 #include <vector>

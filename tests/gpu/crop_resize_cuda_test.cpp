@@ -1,7 +1,8 @@
 // --decode gpu's crop resize on a GPU (data/crop_resize.h): the kernel against LibTorch's CUDA
 // antialiased resize a crop at a time (the batches before the kernel) and against its own
 // arithmetic run on the host, on the CPU test's cases (tests/support/crop_resize_cases.h), and
-// from a chunk whose images start at odd offsets. Skipped, saying so, on machines without a GPU.
+// from a chunk whose images start at odd offsets; it refuses jobs outside the pixels or the batch
+// before any launch. Skipped, saying so, on machines without a GPU.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -41,6 +42,8 @@ TEST_F(CropResizeCuda, ReadsImagesAtOddOffsets) {
   ResizeCropsInto(pixels, shifted, ours);
   ExpectWithinARoundingStep(ours.cpu(), ResizeByPixels(c));
 }
+
+TEST_F(CropResizeCuda, RefusesAJobOutsideThePixelsOrTheBatch) { ExpectRefusesJobsOutside(torch::kCUDA); }
 
 }  // namespace
 }  // namespace mgpu

@@ -1,6 +1,7 @@
 // The cases of --decode gpu's crop resize specification (data/crop_resize.h): a chunk of planar
 // RGB images as nvJPEG lays them out, crops of it that shrink, enlarge, copy and mirror, and the
-// host run of the kernel's arithmetic. The CPU test and the GPU test run them alike.
+// host run of the kernel's arithmetic, and the jobs it must refuse. The CPU test and the GPU test
+// run them alike.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 
 #include <torch/torch.h>
 
+#include "data/crop_resize.h"
 #include "data/kernels/crop_resize_math.h"
 
 namespace mgpu {
@@ -96,6 +98,27 @@ inline void ExpectWithinARoundingStep(const torch::Tensor& ours, const torch::Te
   ASSERT_GT(difference.numel(), 0);
   EXPECT_LE(difference.max().item<float>(), 1.0f);
   EXPECT_LE(difference.gt(0).sum().item<int64_t>(), difference.numel() / 200) << "values off by one";
+}
+
+// ResizeCropsInto on `device` refuses, before writing anything, a job whose crop leaves its
+// planes, whose image leaves the chunk, or whose position leaves the batch.
+inline void ExpectRefusesJobsOutside(torch::Device device) {
+  const CropResizeCase c = StandardCropResizeCase();
+  const torch::Tensor pixels = c.chunk.pixels.to(device);
+  torch::Tensor batch = c.EmptyBatch(device);
+  const kernels::CropResizeJob inside = c.jobs[2];  // image 1, 48 x 40: its bottom-right corner
+  for (auto change : std::vector<void (*)(kernels::CropResizeJob&)>{
+           [](kernels::CropResizeJob& j) { j.crop_height += 1; },  // one row below the planes
+           [](kernels::CropResizeJob& j) { j.left = -1; },
+           [](kernels::CropResizeJob& j) { j.crop_width = 0; },
+           [](kernels::CropResizeJob& j) { j.position = 7; },         // the batch holds 7
+           [](kernels::CropResizeJob& j) { j.offset = 1 << 30; }}) {  // past the chunk
+    kernels::CropResizeJob outside = inside;
+    change(outside);
+    EXPECT_THROW(ResizeCropsInto(pixels, {outside}, batch), c10::Error);
+  }
+  EXPECT_TRUE(batch.isnan().all().item<bool>()) << "nothing written before the check";
+  EXPECT_NO_THROW(ResizeCropsInto(pixels, {inside}, batch));
 }
 
 }  // namespace mgpu

@@ -29,6 +29,8 @@ TEST(CropResizeArithmetic, IsAtensAntialiasedBilinearRoundedAndMirrored) {
       << "a crop of the side is its pixels, mirrored";
 }
 
+TEST(CropResizeArithmetic, RefusesAJobOutsideThePixelsOrTheBatch) { ExpectRefusesJobsOutside(torch::kCPU); }
+
 TEST(CropResizeArithmetic, EachOutputsWeightsSpanTheCropAndSumToOne) {
   for (const auto& [in, out] : std::vector<std::pair<int32_t, int32_t>>{
            {500, 224}, {224, 224}, {17, 224}, {4000, 224}, {225, 224}, {1, 224}}) {
