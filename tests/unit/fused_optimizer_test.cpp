@@ -31,6 +31,16 @@ void SetGradients(std::vector<torch::Tensor>& a, std::vector<torch::Tensor>& b, 
   }
 }
 
+// `kind` at lr 0.05, SGD with momentum 0.9.
+OptimizerOptions OptionsOfKind(const std::string& kind, double weight_decay = 0.0) {
+  OptimizerOptions o;
+  o.kind = kind;
+  o.lr = 0.05;
+  o.momentum = kind == "sgd" ? 0.9 : 0.0;
+  o.weight_decay = weight_decay;
+  return o;
+}
+
 double MaxDifference(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
@@ -166,10 +176,7 @@ TEST(FusedOptimizer, StateRoundTripsAndMismatchesAreRejected) {
 // number does, including after set_lr changes it mid-run.
 TEST(FusedOptimizer, LearningRateOnTheDeviceStepsAsTheNumberDoes) {
   for (const std::string kind : {"sgd", "adam", "adamw"}) {
-    OptimizerOptions o;
-    o.kind = kind;
-    o.lr = 0.05;
-    o.momentum = kind == "sgd" ? 0.9 : 0.0;
+    const OptimizerOptions o = OptionsOfKind(kind);
     std::vector<torch::Tensor> on_device = MakeParameters(5), as_number = Clone(on_device);
     FusedOptimizer tensor_lr(on_device, o), number_lr(as_number, o);
     tensor_lr.KeepLrOnDevice();
@@ -191,11 +198,7 @@ TEST(FusedOptimizer, LearningRateOnTheDeviceStepsAsTheNumberDoes) {
 // the whole step, bit for bit, for every kind, and a part that names no parameter is an error.
 TEST(FusedOptimizer, AStepTakenInPartsIsTheWholeStep) {
   for (const std::string kind : {"sgd", "adam", "adamw"}) {
-    OptimizerOptions options;
-    options.kind = kind;
-    options.lr = 0.05;
-    options.momentum = kind == "sgd" ? 0.9 : 0.0;
-    options.weight_decay = 0.01;
+    const OptimizerOptions options = OptionsOfKind(kind, /*weight_decay=*/0.01);
     std::vector<torch::Tensor> whole = MakeParameters(7), parts = Clone(whole);
     FusedOptimizer whole_step(whole, options), in_parts(parts, options);
     for (int step = 0; step < 3; ++step) {
