@@ -17,7 +17,6 @@
 #include "common/host_device.h"
 
 #ifndef __CUDACC__
-#include <algorithm>
 #include <cmath>
 #endif
 
