@@ -25,11 +25,12 @@
 // is decoded, and per image it makes a pageable copy of the bitstream, launches a conversion kernel
 // on a stream of its own (which waits behind the training's kernels) and records and waits for an
 // event: about 80 us of the calling thread an image beside ResNet-18's training, 1x H100
-// (bench/results/2026-11-27-1xH100-crop-resize-kernel/). The CPU assist takes a fifth to a third
-// of each batch off it: ResNet-18 at 224 trains at 81-82% of its synthetic rate, ResNet-50 at 96%.
+// (bench/results/2026-11-27-1xH100-crop-resize-kernel/, nvJPEG's pipeline on). The CPU assist takes a
+// fifth to a quarter of each batch off it: ResNet-18 at 224 trains at 88-90% of its synthetic rate,
+// ResNet-50 at 96% (bench/results/2026-11-27-2xH100-nvjpeg-no-pipeline/).
 // Measured and not kept: enqueuing the resizes from another thread, handing a batch on before its
 // resizes have run (bench/results/2026-11-26-1xH100-decode-assist/), bigger chunks, other output
-// formats, pinned bitstreams.
+// formats, pinned bitstreams, bitstreams on the device (NVJPEG_BACKEND_HARDWARE_DEVICE: half the rate).
 // The producer waits (polling, not spinning) for the device before handing a batch out, so a
 // batch is complete when Next() returns it; Next() tells the caching allocator that the compute
 // stream uses it.
