@@ -104,6 +104,7 @@ class NcclCommunicator : public Communicator {
       stopping_ = true;
     }
     watchdog_.join();
+    guard_.EnterTeardown();  // its reports now name the teardown below
     if (!aborted_ && abandoned_) {
       std::fprintf(stderr, "mgpu-worker: %s: this rank failed; aborting the communicator rather than waiting for the "
                    "other ranks\n", CollectiveContext("communicator", rank_).c_str());

@@ -40,10 +40,22 @@ void StuckWatchdogGuard::Beat(std::optional<Outstanding> oldest, Clock::time_poi
   oldest_ = std::move(oldest);
 }
 
+void StuckWatchdogGuard::EnterTeardown(Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  teardown_since_ = now;
+}
+
 std::optional<std::string> StuckWatchdogGuard::Check(Clock::time_point now) const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!last_beat_ || !oldest_ || now - *last_beat_ <= kStuckGrace || now - oldest_->deadline <= kStuckGrace) {
     return std::nullopt;
+  }
+  if (teardown_since_) {
+    const auto waiting = std::chrono::duration_cast<std::chrono::seconds>(now - *teardown_since_).count();
+    return fmt::format("{} did not complete within {} s, and this rank's communicator teardown (NCCL's destroy or "
+                       "abort) has not returned for {} s (a rank has stopped and this rank's device queue waits on "
+                       "it); exiting instead of waiting forever",
+                       oldest_->context, oldest_->timeout.count() / 1000, waiting);
   }
   const auto silent = std::chrono::duration_cast<std::chrono::seconds>(now - *last_beat_).count();
   return fmt::format("{} did not complete within {} s, and the watchdog that aborts a stuck communicator has not "

@@ -11,6 +11,9 @@
 // The watchdog calls Beat at every pass with the oldest outstanding collective; Check, which the
 // guard's thread runs, says what to report once that collective's deadline and then kStuckGrace
 // have passed with no Beat since kStuckGrace. Beat and Check take the time, so tests drive them.
+// The communicator's destructor stops the watchdog and then calls EnterTeardown: the guard goes on
+// with the same deadline and grace (so a teardown with nothing outstanding stays unbounded, as
+// NCCL's own), and a report then blames the teardown that has not returned, not the watchdog.
 #pragma once
 
 #include <chrono>
@@ -45,7 +48,11 @@ class StuckWatchdogGuard {
 
   // The watchdog is alive at `now`, and `oldest` is the oldest collective not yet seen complete.
   void Beat(std::optional<Outstanding> oldest, Clock::time_point now = Clock::now());
-  // The report when the watchdog is stuck at `now` (see the header comment), else nullopt.
+  // The watchdog has stopped at `now` because the communicator is being torn down (its last Beat
+  // stands); a later report names the teardown.
+  void EnterTeardown(Clock::time_point now = Clock::now());
+  // The report when the watchdog, or the teardown after it, is stuck at `now` (see the header
+  // comment), else nullopt.
   std::optional<std::string> Check(Clock::time_point now = Clock::now()) const;
 
  private:
@@ -57,6 +64,7 @@ class StuckWatchdogGuard {
   bool stopping_ = false;
   std::optional<Clock::time_point> last_beat_;
   std::optional<Outstanding> oldest_;
+  std::optional<Clock::time_point> teardown_since_;
   std::thread thread_;
 };
 

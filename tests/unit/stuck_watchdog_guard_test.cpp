@@ -50,6 +50,29 @@ TEST(StuckWatchdogGuard, ReportsASilentWatchdogOnlyOnceTheGracePassedBothTheBeat
   EXPECT_FALSE(guard.Check(t0 + seconds(7) + kGrace).has_value());
 }
 
+// After the communicator stops its watchdog to tear down, the same deadline and grace apply, and a
+// report names the teardown that has not returned instead of a silent watchdog.
+TEST(StuckWatchdogGuard, InTeardownReportsTheTeardownOnTheSameClock) {
+  StuckWatchdogGuard guard(nullptr, /*start_thread=*/false);
+  const auto t0 = Clock::now();
+  guard.Beat(Replay(t0 + seconds(5)), t0);
+  guard.EnterTeardown(t0 + seconds(1));
+  EXPECT_FALSE(guard.Check(t0 + seconds(5) + kGrace).has_value()) << "the deadline passed only kGrace ago";
+  const auto report = guard.Check(t0 + seconds(6) + kGrace);
+  ASSERT_TRUE(report.has_value());
+  EXPECT_NE(report->find("the replayed CUDA graph of a DDP step"), std::string::npos) << *report;
+  EXPECT_NE(report->find("teardown (NCCL's destroy or abort) has not returned for 20 s"), std::string::npos) << *report;
+  EXPECT_EQ(report->find("watchdog"), std::string::npos) << "the watchdog was stopped, not stuck: " << *report;
+}
+
+TEST(StuckWatchdogGuard, InTeardownWithNothingOutstandingStaysQuiet) {
+  StuckWatchdogGuard guard(nullptr, /*start_thread=*/false);
+  const auto t0 = Clock::now();
+  guard.Beat(std::nullopt, t0);
+  guard.EnterTeardown(t0);
+  EXPECT_FALSE(guard.Check(t0 + seconds(600)).has_value()) << "NCCL's own teardown is not bounded here";
+}
+
 // The guard's own thread: a watchdog silent since long ago, past its oldest collective's deadline,
 // is reported within the thread's checks (once a second).
 TEST(StuckWatchdogGuard, ItsThreadReportsAStuckWatchdog) {
