@@ -5,7 +5,7 @@ every GPU of the host.
 
     python3 bench/e2e_bench.py --build BUILD [--out DIR] [--models resnet50,resnet18] [--worlds 1,N]
         [--workers W] [--data-dir DIR] [--images 40000] [--bench-python PY] [--run-timeout S]
-        [--mgpu-flags "..."] [--e2e-flags "..."]
+        [--mgpu-flags "..."] [--e2e-flags "..."] [--no-pytorch]
 
 Data: a folder of --images JPEGs from bench/make_jpeg_folder.py, made once and kept in
 --data-dir (default $MGPU_CACHE/bench-e2e/jpeg-<images>, MGPU_CACHE defaulting to ~/.cache/mgpu),
@@ -277,9 +277,9 @@ def print_table(rows, meta):
     for row in rows:
         for name in ("mgpu e2e", "PyTorch", "mgpu synthetic"):
             r = row[name]
-            if "error" in r:
-                print(f"| {row['model']} | {row['world']} | {row['workers']} | {name} | - | - | - | - | "
-                      f"{r['error'][:200]} |")
+            if "error" in r or "skipped" in r:
+                why = r["error"][:200] if "error" in r else f"not run ({r['skipped']})"
+                print(f"| {row['model']} | {row['world']} | {row['workers']} | {name} | - | - | - | - | {why} |")
                 continue
             rate, cores, wait = r["images_per_second"], r.get("cpu_cores_used"), r.get("data_wait_share")
             checked, seen = r.get("metrics_csv_images_per_second"), r.get("rows_seen_images_per_second")
@@ -309,6 +309,9 @@ def main():
                         "'--cuda-graphs true'")
     parser.add_argument("--e2e-flags", default="", help="extra mgpu-worker flags for the rows from JPEGs only "
                         "(not the synthetic one), e.g. '--decode gpu'")
+    parser.add_argument("--no-pytorch", action="store_true", help="leave out PyTorch's rows (their targets then "
+                        "read 'not measured'), where only the share of synthetic is wanted, as in "
+                        "gpu_decode_bench.sh")
     args = parser.parse_args()
     models = args.models.split(",")
     if not set(models) <= {"resnet50", "resnet18"}:
@@ -349,7 +352,8 @@ def main():
                       "per measurement, more than "
                       f"the folder's {args.images}: an epoch ends inside it (--images)", flush=True)
             row = {"model": model, "world": world, "workers": workers, **mgpu_rows(args, model, world, workers),
-                   "PyTorch": pytorch_row(args, model, world, workers)}
+                   "PyTorch": {"skipped": "--no-pytorch"} if args.no_pytorch else pytorch_row(args, model, world,
+                                                                                              workers)}
             row["targets"] = targets(row, cores / world)
             theirs, ours = row["PyTorch"].get("parameters"), row["mgpu e2e"].get("parameters")
             if theirs and ours and theirs != ours:
