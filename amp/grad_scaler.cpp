@@ -58,8 +58,7 @@ void GradScaler::Step(FusedOptimizer& optimizer, const torch::Tensor& skip) {
     found_inf_.zero_();
     CheckGradients(optimizer, torch::ones_like(scale_));
   }
-  if (skip.defined()) found_inf_.copy_(torch::maximum(found_inf_, skip.to(torch::kFloat).reshape({})));
-  if (all_reduce_found_inf_) all_reduce_found_inf_(found_inf_);
+  FoldInSkipAndAgree(skip);
   std::optional<torch::Tensor> grad_scale;
   if (enabled() && !unscaled_) grad_scale = scale_;
   optimizer.Step(grad_scale, found_inf_);
@@ -74,10 +73,15 @@ std::optional<torch::Tensor> GradScaler::BeginStepInParts(const torch::Tensor& s
   if (!skip.defined() && !all_reduce_found_inf_) return std::nullopt;
   torch::NoGradGuard no_grad;
   found_inf_.zero_();
-  if (skip.defined()) found_inf_.copy_(torch::maximum(found_inf_, skip.to(torch::kFloat).reshape({})));
-  if (all_reduce_found_inf_) all_reduce_found_inf_(found_inf_);
+  FoldInSkipAndAgree(skip);
   skipped_.add_(found_inf_.to(torch::kLong));
   return found_inf_;
+}
+
+// found_inf_ also set where `skip` is, then the same on every rank (all_reduce_found_inf_).
+void GradScaler::FoldInSkipAndAgree(const torch::Tensor& skip) {
+  if (skip.defined()) found_inf_.copy_(torch::maximum(found_inf_, skip.to(torch::kFloat).reshape({})));
+  if (all_reduce_found_inf_) all_reduce_found_inf_(found_inf_);
 }
 
 void GradScaler::Update() {

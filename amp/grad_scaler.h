@@ -94,6 +94,7 @@ class GradScaler {
  private:
   // Checks (and with unscale, divides) the optimizer's gradients, accumulating into found_inf_.
   void CheckGradients(FusedOptimizer& optimizer, const torch::Tensor& inv_scale);
+  void FoldInSkipAndAgree(const torch::Tensor& skip);
 
   LossScaling scaling_;
   GradScalerOptions options_;

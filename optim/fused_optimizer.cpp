@@ -68,13 +68,21 @@ std::vector<torch::Tensor> FusedOptimizer::Gradients() {
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> grads;
   for (size_t i = 0; i < stepped_.size(); ++i) {
-    const torch::Tensor& model_grad = parameters_[i].grad();
-    if (!model_grad.defined()) continue;
-    if (has_master_[i] && !master_grads_current_) stepped_[i].mutable_grad() = model_grad.to(torch::kFloat);
+    if (!parameters_[i].grad().defined()) continue;
+    RefreshMasterGradient(i);
     grads.push_back(stepped_[i].grad());
   }
   master_grads_current_ = true;
   return grads;
+}
+
+// Parameter i's float32 master gradient, where it has a master, copied from its model gradient
+// unless Gradients() already did this step (ClipGradNorm may have clipped that copy since).
+void FusedOptimizer::RefreshMasterGradient(size_t i) {
+  const torch::Tensor& model_grad = parameters_[i].grad();
+  if (has_master_[i] && !master_grads_current_ && model_grad.defined()) {
+    stepped_[i].mutable_grad() = model_grad.to(torch::kFloat);
+  }
 }
 
 double FusedOptimizer::ClipGradNorm(double max_norm) {
@@ -104,7 +112,7 @@ void FusedOptimizer::StepParameters(const std::vector<size_t>& indices, const st
     selected[i] = true;
   }
   torch::NoGradGuard no_grad;
-  Gradients();  // brings master gradients up to date
+  for (size_t i : indices) RefreshMasterGradient(i);  // only these: a later part's gradients may not be final yet
   for (const auto& group : groups_) StepGroup(group, selected, grad_scale, found_inf);
   // Where the step was skipped the masters are unchanged, and so is the copy.
   std::vector<torch::Tensor> models, masters;

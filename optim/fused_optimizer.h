@@ -85,6 +85,7 @@ class FusedOptimizer {
     std::vector<size_t> members;
     torch::Tensor lr;  // () float32 on the group's device, after KeepLrOnDevice(); else undefined
   };
+  void RefreshMasterGradient(size_t i);
   void StepGroup(const Group& group, const std::vector<bool>& selected, const std::optional<torch::Tensor>& grad_scale,
                  const std::optional<torch::Tensor>& found_inf);
 
