@@ -86,8 +86,8 @@ void Augmentation::Apply(const uint8_t* in, int64_t channels, ImageSize size, in
   } else if (kind == "resize") {
     ResizeBilinear(in, channels, size, out, out_size);
   } else {  // rrc-flip
-    ResizeWindow(in, channels, size, DrawResizedCrop(rng, size), out, out_size);
-    if (rng.Coin()) FlipHorizontal(out, channels, out_size);
+    const Window window = DrawResizedCrop(rng, size);
+    ResizeWindow(in, channels, size, window, out, out_size, /*flip=*/rng.Coin());
   }
 }
 

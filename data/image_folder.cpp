@@ -83,7 +83,8 @@ ImageDataset LoadSplit(const std::string& dir, const ImageFolderSplit& listing, 
       try {
         const DecodedImage image = DecodeImageFile(path);
         ResizeWindowInterleaved(image.rgb.data(), 3, ImageSize{image.height, image.width},
-                                Window{0, 0, image.height, image.width}, pixels + i * 3 * side * side, size);
+                                Window{0, 0, image.height, image.width}, pixels + i * 3 * side * side, size,
+                                /*flip=*/false);
       } catch (const std::exception& e) {
         errors[static_cast<size_t>(i)] = e.what();
       }

@@ -99,6 +99,17 @@ Taps ComputeTaps(int64_t length, int64_t out_length) {
   return taps;
 }
 
+// The same taps for the output positions in reverse order: a horizontal pass with them writes
+// each row mirrored, so a resize with a flip costs no pass over its output.
+void Mirror(Taps& taps) {
+  const auto n = static_cast<int64_t>(taps.first.size());
+  std::reverse(taps.first.begin(), taps.first.end());
+  for (int64_t i = 0, j = n - 1; i < j; ++i, --j) {
+    std::swap_ranges(taps.weights.begin() + i * taps.taps, taps.weights.begin() + (i + 1) * taps.taps,
+                     taps.weights.begin() + j * taps.taps);
+  }
+}
+
 // One source row resampled to `out_width` values per channel, every channel of a pixel in the
 // same pass over its taps (Pillow's ss0, ss1, ss2): channel c of source pixel x is at
 // row[x·pixel_stride + c·channel_stride]; output channel c goes to out[c·out_plane + x].
@@ -206,10 +217,13 @@ void ResampleRows(const uint8_t* in, const uint8_t* in_end, int64_t channels, in
 
 // Both passes, in Pillow 13's order: the vertical pass first when the height shrinks by more
 // than twice as many pixels as the width (less work), else the horizontal one. The order decides
-// how the intermediate image is rounded, so it is followed to stay Pillow's to the bit.
+// how the intermediate image is rounded, so it is followed to stay Pillow's to the bit. `flip`
+// mirrors the output's rows (the horizontal pass's taps in reverse order).
 void ResizeStrided(const uint8_t* in, const uint8_t* in_end, int64_t channels, int64_t channel_stride,
-                   int64_t row_stride, int64_t pixel_stride, Window window, uint8_t* out, ImageSize out_size) {
-  const Taps cols = ComputeTaps(window.width, out_size.width);
+                   int64_t row_stride, int64_t pixel_stride, Window window, uint8_t* out, ImageSize out_size,
+                   bool flip) {
+  Taps cols = ComputeTaps(window.width, out_size.width);
+  if (flip) Mirror(cols);
   const Taps rows = ComputeTaps(window.height, out_size.height);
   const uint8_t* origin = in + window.top * row_stride + window.left * pixel_stride;
   const int64_t out_plane = out_size.height * out_size.width;
@@ -247,20 +261,20 @@ void ResizeStrided(const uint8_t* in, const uint8_t* in_end, int64_t channels, i
 }  // namespace
 
 void ResizeWindow(const uint8_t* in, int64_t channels, ImageSize size, Window window,
-                  uint8_t* out, ImageSize out_size) {
+                  uint8_t* out, ImageSize out_size, bool flip) {
   ResizeStrided(in, in + channels * size.height * size.width, channels, size.height * size.width, size.width, 1,
-                window, out, out_size);
+                window, out, out_size, flip);
 }
 
 void ResizeWindowInterleaved(const uint8_t* in, int64_t channels, ImageSize size, Window window,
-                             uint8_t* out, ImageSize out_size) {
+                             uint8_t* out, ImageSize out_size, bool flip) {
   ResizeStrided(in, in + channels * size.height * size.width, channels, 1, size.width * channels, channels, window,
-                out, out_size);
+                out, out_size, flip);
 }
 
 void ResizeBilinear(const uint8_t* in, int64_t channels, ImageSize size, uint8_t* out,
                     ImageSize out_size) {
-  ResizeWindow(in, channels, size, Window{0, 0, size.height, size.width}, out, out_size);
+  ResizeWindow(in, channels, size, Window{0, 0, size.height, size.width}, out, out_size, /*flip=*/false);
 }
 
 void Crop(const uint8_t* in, int64_t channels, ImageSize size, Window window, uint8_t* out) {

@@ -28,12 +28,13 @@ enum class Interpolation { kNearest, kBilinear };
 // widened by the scale factor when shrinking (antialiased bilinear, as PIL and torchvision's
 // `antialias=True`), in Pillow's fixed point: the result is PIL's Image.resize(BILINEAR) of the
 // window to the bit. Equal sizes copy exactly. `out`: (C, out_size.height, out_size.width).
+// `flip`: each output row mirrored, as FlipHorizontal would leave it, without a pass of its own.
 void ResizeWindow(const uint8_t* in, int64_t channels, ImageSize size, Window window,
-                  uint8_t* out, ImageSize out_size);
+                  uint8_t* out, ImageSize out_size, bool flip);
 // The same from an interleaved (H, W, C) image, as the decoders write it, without a transposed
 // copy of the image first; `out` is channel-major all the same.
 void ResizeWindowInterleaved(const uint8_t* in, int64_t channels, ImageSize size, Window window,
-                             uint8_t* out, ImageSize out_size);
+                             uint8_t* out, ImageSize out_size, bool flip);
 // The whole image resized to `out_size`.
 void ResizeBilinear(const uint8_t* in, int64_t channels, ImageSize size, uint8_t* out,
                     ImageSize out_size);

@@ -272,8 +272,8 @@ std::string StreamingImages::TryDecode(int64_t index, int64_t epoch, const std::
     };
     const DecodedRegion region = DecodeImageRegion(bytes.data(), bytes.size(), Where(index), pick, out_size);
     const DecodedImage& image = region.image;
-    ResizeWindowInterleaved(image.rgb.data(), 3, ImageSize{image.height, image.width}, region.window, out, out_size);
-    if (flip) FlipHorizontal(out, 3, out_size);
+    ResizeWindowInterleaved(image.rgb.data(), 3, ImageSize{image.height, image.width}, region.window, out, out_size,
+                            flip);
   } catch (const BadInputError& e) {
     return e.what();
   }

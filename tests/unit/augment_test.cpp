@@ -6,6 +6,9 @@
 #include <cmath>
 #include <numeric>
 #include <set>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "common/status.h"
 #include "data/augment.h"
@@ -135,10 +138,43 @@ TEST(ImageOps, InterleavedResizeEqualsChannelMajorResize) {
   for (const Window& window : windows) {
     for (const ImageSize out : outs) {
       std::vector<uint8_t> planar(static_cast<size_t>(3 * out.height * out.width)), interleaved(planar.size());
-      ResizeWindow(chw.data(), 3, size, window, planar.data(), out);
-      ResizeWindowInterleaved(hwc.data(), 3, size, window, interleaved.data(), out);
+      ResizeWindow(chw.data(), 3, size, window, planar.data(), out, /*flip=*/false);
+      ResizeWindowInterleaved(hwc.data(), 3, size, window, interleaved.data(), out, /*flip=*/false);
       EXPECT_EQ(interleaved, planar) << "window at " << window.top << "," << window.left << " of " << window.height
                                      << " x " << window.width << " to " << out.height << " x " << out.width;
+    }
+  }
+}
+
+// rrc-flip's flip is folded into the resize (its horizontal pass writes the rows mirrored): it must
+// give what a resize and then FlipHorizontal give, in both layouts and pass orders, for one and
+// three channels, odd and even widths.
+TEST(ImageOps, AFlippedResizeIsTheResizeMirrored) {
+  const ImageSize size{37, 41};
+  const Window windows[] = {{0, 0, 37, 41}, {5, 7, 32, 34}, {30, 1, 7, 9}, {2, 3, 11, 13}};
+  const ImageSize outs[] = {{8, 8}, {37, 41}, {5, 30}, {30, 5}, {64, 50}, {1, 1}, {3, 17}};
+  for (const int64_t channels : {int64_t{1}, int64_t{3}}) {
+    const std::vector<uint8_t> chw = Pattern(channels, size);
+    std::vector<uint8_t> hwc(chw.size());
+    for (int64_t p = 0; p < size.height * size.width; ++p) {
+      for (int64_t c = 0; c < channels; ++c) {
+        hwc[static_cast<size_t>(p * channels + c)] = chw[static_cast<size_t>(c * size.height * size.width + p)];
+      }
+    }
+    for (const Window& window : windows) {
+      for (const ImageSize out : outs) {
+        std::vector<uint8_t> expected(static_cast<size_t>(channels * out.height * out.width));
+        std::vector<uint8_t> planar(expected.size()), interleaved(expected.size());
+        ResizeWindow(chw.data(), channels, size, window, expected.data(), out, /*flip=*/false);
+        FlipHorizontal(expected.data(), channels, out);
+        ResizeWindow(chw.data(), channels, size, window, planar.data(), out, /*flip=*/true);
+        ResizeWindowInterleaved(hwc.data(), channels, size, window, interleaved.data(), out, /*flip=*/true);
+        const std::string where = fmt::format("{} channel(s), window at {},{} of {} x {} to {} x {}", channels,
+                                              window.top, window.left, window.height, window.width, out.height,
+                                              out.width);
+        EXPECT_EQ(planar, expected) << where;
+        EXPECT_EQ(interleaved, expected) << where;
+      }
     }
   }
 }

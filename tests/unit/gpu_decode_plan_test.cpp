@@ -121,7 +121,8 @@ TEST(PlanCrop, IsTheCpuPathsRandomResizedCropAndFlipForEverySampleAndEpoch) {
     for (int64_t index = 0; index < source.size(); ++index) {
       const CropPlan plan = source.PlanCrop(index, epoch, ImageSize{kHeight, kWidth});
       std::vector<uint8_t> expected(3 * kSide * kSide), loaded(3 * kSide * kSide);
-      ResizeWindow(chw.data(), 3, ImageSize{kHeight, kWidth}, plan.window, expected.data(), ImageSize{kSide, kSide});
+      ResizeWindow(chw.data(), 3, ImageSize{kHeight, kWidth}, plan.window, expected.data(), ImageSize{kSide, kSide},
+                   /*flip=*/false);
       if (plan.flip) FlipHorizontal(expected.data(), 3, ImageSize{kSide, kSide});
       flips += plan.flip;
       ASSERT_EQ(source.TryLoad(index, epoch, loaded.data()), "");

@@ -125,9 +125,10 @@ TEST(ImageCodec, ScaledCroppedJpegDecodeMatchesFullDecodeThenCrop) {
   EXPECT_GE(region.window.width, out.width);
   std::vector<uint8_t> fast(3 * 56 * 56), reference(3 * 56 * 56);
   ResizeWindow(ToChw(region.image).data(), 3, ImageSize{region.image.height, region.image.width}, region.window,
-               fast.data(), out);
+               fast.data(), out, /*flip=*/false);
   const DecodedImage full = DecodeImageBytes(bytes, jpeg.size(), "test.jpg");
-  ResizeWindow(ToChw(full).data(), 3, ImageSize{full.height, full.width}, window, reference.data(), out);
+  ResizeWindow(ToChw(full).data(), 3, ImageSize{full.height, full.width}, window, reference.data(), out,
+               /*flip=*/false);
   double total = 0;
   for (size_t i = 0; i < fast.size(); ++i) total += std::abs(fast[i] - reference[i]);
   EXPECT_LT(total / static_cast<double>(fast.size()), 3.0) << "mean absolute difference per channel value";
@@ -137,9 +138,9 @@ TEST(ImageCodec, ScaledCroppedJpegDecodeMatchesFullDecodeThenCrop) {
   const DecodedRegion exact = DecodeImageRegion(bytes, jpeg.size(), "test.jpg",
                                                 [](ImageSize) { return Window{16, 32, 100, 120}; }, ImageSize{100, 120});
   ResizeWindow(ToChw(exact.image).data(), 3, ImageSize{exact.image.height, exact.image.width}, exact.window,
-               fast.data(), out);
+               fast.data(), out, /*flip=*/false);
   ResizeWindow(ToChw(full).data(), 3, ImageSize{full.height, full.width}, Window{16, 32, 100, 120}, reference.data(),
-               out);
+               out, /*flip=*/false);
   total = 0;
   for (size_t i = 0; i < fast.size(); ++i) total += std::abs(fast[i] - reference[i]);
   EXPECT_LT(total / static_cast<double>(fast.size()), 1.0);
