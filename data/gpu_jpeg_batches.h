@@ -26,11 +26,13 @@
 // on a stream of its own (which waits behind the training's kernels) and records and waits for an
 // event: about 80 us of the calling thread an image beside ResNet-18's training, 1x H100
 // (bench/results/2026-11-27-1xH100-crop-resize-kernel/, nvJPEG's pipeline on). The CPU assist takes a
-// fifth to a quarter of each batch off it: ResNet-18 at 224 trains at 88-90% of its synthetic rate,
-// ResNet-50 at 96% (bench/results/2026-11-27-2xH100-nvjpeg-no-pipeline/).
+// fifth to a quarter of each batch off it: ResNet-18 at 224 trains at 86-92% of its synthetic rate,
+// ResNet-50 at 96% (bench/results/2026-11-27-2xH100-nvjpeg-no-pipeline/, -ddp-decode-diagnosis/);
+// under DDP each GPU at about a fifth less (not explained; not the host's cores or memory).
 // Measured and not kept: enqueuing the resizes from another thread, handing a batch on before its
-// resizes have run (bench/results/2026-11-26-1xH100-decode-assist/), bigger chunks, other output
-// formats, pinned bitstreams, bitstreams on the device (NVJPEG_BACKEND_HARDWARE_DEVICE: half the rate).
+// resizes have run (bench/results/2026-11-26-1xH100-decode-assist/, and for DDP -ddp-decode-diagnosis/),
+// high-priority streams, more batches ahead, bigger chunks, other output formats, pinned bitstreams,
+// bitstreams on the device (NVJPEG_BACKEND_HARDWARE_DEVICE: half the rate).
 // The producer waits (polling, not spinning) for the device before handing a batch out, so a
 // batch is complete when Next() returns it; Next() tells the caching allocator that the compute
 // stream uses it.
