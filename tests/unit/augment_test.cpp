@@ -25,6 +25,23 @@ std::vector<uint8_t> Pattern(int64_t channels, ImageSize size) {
   return pixels;
 }
 
+// The same image interleaved, (H, W, C), as the decoders write it.
+std::vector<uint8_t> Interleaved(const std::vector<uint8_t>& chw, int64_t channels, ImageSize size) {
+  std::vector<uint8_t> hwc(chw.size());
+  for (int64_t p = 0; p < size.height * size.width; ++p) {
+    for (int64_t c = 0; c < channels; ++c) {
+      hwc[static_cast<size_t>(p * channels + c)] = chw[static_cast<size_t>(c * size.height * size.width + p)];
+    }
+  }
+  return hwc;
+}
+
+// Resizes of a 37 x 41 image that cover both pass orders, up- and downscaling, and windows that end
+// at the image's last pixel (where the RGB kernel may not read the byte after a row).
+constexpr ImageSize kResizedImage{37, 41};
+constexpr Window kResizeWindows[] = {{0, 0, 37, 41}, {5, 7, 32, 34}, {30, 1, 7, 9}, {2, 3, 11, 13}};
+constexpr ImageSize kResizeOutputs[] = {{8, 8}, {37, 41}, {5, 30}, {30, 5}, {64, 50}, {1, 1}, {3, 17}};
+
 uint8_t At(const std::vector<uint8_t>& pixels, ImageSize size, int64_t c, int64_t y, int64_t x) {
   return pixels[static_cast<size_t>((c * size.height + y) * size.width + x)];
 }
@@ -125,18 +142,11 @@ TEST(ImageOps, ResizeMatchesPillowToTheBitInEitherPassOrder) {
 // what the channel-major resize gives, in both pass orders, up- and downscaling, and for windows
 // that end at the image's last pixel (where the RGB kernel may not read the byte after a row).
 TEST(ImageOps, InterleavedResizeEqualsChannelMajorResize) {
-  const ImageSize size{37, 41};
+  const ImageSize size = kResizedImage;
   const std::vector<uint8_t> chw = Pattern(3, size);
-  std::vector<uint8_t> hwc(chw.size());
-  for (int64_t p = 0; p < size.height * size.width; ++p) {
-    for (int64_t c = 0; c < 3; ++c) {
-      hwc[static_cast<size_t>(p * 3 + c)] = chw[static_cast<size_t>(c * size.height * size.width + p)];
-    }
-  }
-  const Window windows[] = {{0, 0, 37, 41}, {5, 7, 32, 34}, {30, 1, 7, 9}, {2, 3, 11, 13}};
-  const ImageSize outs[] = {{8, 8}, {37, 41}, {5, 30}, {30, 5}, {64, 50}, {1, 1}, {3, 17}};
-  for (const Window& window : windows) {
-    for (const ImageSize out : outs) {
+  const std::vector<uint8_t> hwc = Interleaved(chw, 3, size);
+  for (const Window& window : kResizeWindows) {
+    for (const ImageSize out : kResizeOutputs) {
       std::vector<uint8_t> planar(static_cast<size_t>(3 * out.height * out.width)), interleaved(planar.size());
       ResizeWindow(chw.data(), 3, size, window, planar.data(), out, /*flip=*/false);
       ResizeWindowInterleaved(hwc.data(), 3, size, window, interleaved.data(), out, /*flip=*/false);
@@ -150,19 +160,12 @@ TEST(ImageOps, InterleavedResizeEqualsChannelMajorResize) {
 // give what a resize and then FlipHorizontal give, in both layouts and pass orders, for one and
 // three channels, odd and even widths.
 TEST(ImageOps, AFlippedResizeIsTheResizeMirrored) {
-  const ImageSize size{37, 41};
-  const Window windows[] = {{0, 0, 37, 41}, {5, 7, 32, 34}, {30, 1, 7, 9}, {2, 3, 11, 13}};
-  const ImageSize outs[] = {{8, 8}, {37, 41}, {5, 30}, {30, 5}, {64, 50}, {1, 1}, {3, 17}};
+  const ImageSize size = kResizedImage;
   for (const int64_t channels : {int64_t{1}, int64_t{3}}) {
     const std::vector<uint8_t> chw = Pattern(channels, size);
-    std::vector<uint8_t> hwc(chw.size());
-    for (int64_t p = 0; p < size.height * size.width; ++p) {
-      for (int64_t c = 0; c < channels; ++c) {
-        hwc[static_cast<size_t>(p * channels + c)] = chw[static_cast<size_t>(c * size.height * size.width + p)];
-      }
-    }
-    for (const Window& window : windows) {
-      for (const ImageSize out : outs) {
+    const std::vector<uint8_t> hwc = Interleaved(chw, channels, size);
+    for (const Window& window : kResizeWindows) {
+      for (const ImageSize out : kResizeOutputs) {
         std::vector<uint8_t> expected(static_cast<size_t>(channels * out.height * out.width));
         std::vector<uint8_t> planar(expected.size()), interleaved(expected.size());
         ResizeWindow(chw.data(), channels, size, window, expected.data(), out, /*flip=*/false);
