@@ -16,11 +16,13 @@
 #include "common/status.h"
 #include "common/stop_signal.h"
 #include "config/command_line.h"
+#include "data/decode_mode.h"
 #include "dataparallel/dp_devices.h"
 #include "ddp/rendezvous.h"
 #include "ddp/world.h"
 #include "models/model_factory.h"
 #include "worker/coordinator_client.h"
+#include "worker/cuda_work_queues.h"
 #include "worker/run_outputs.h"
 #include "worker/test_faults.h"
 #include "worker/train_config.h"
@@ -125,6 +127,7 @@ struct JoinedJob {
   std::unique_ptr<Communicator> communicator;
   std::string rendezvous;   // how the ranks joined, for the log
   std::string config_yaml;  // config.yaml's text: the precision that runs, under the name as given
+  std::string work_queues;  // the log's line on CUDA's work queues (worker/cuda_work_queues.h), or ""
 };
 
 // Settles `config` for the device (and, for DDP, rank 0's output folder). Throws; the caller
@@ -175,6 +178,7 @@ Status TrainAndSummarize(const TrainConfig& config, const WorldInfo& world, Join
                          assignment.attempt(), assignment.master_addr(), assignment.master_port());
     }
     if (joined.communicator) outputs.log().info("ranks joined: {}", joined.rendezvous);
+    if (!joined.work_queues.empty()) outputs.log().info("{}", joined.work_queues);
     outputs.WriteConfig(joined.config_yaml);
     WorkerStatus::Current().SetPhase("loading data");
     interrupted = Train(config, world, joined.device, joined.communicator.get(), outputs, summary);
@@ -218,6 +222,11 @@ int main(int argc, char** argv) {
   const std::string given_name = config.name;
   if (config.out.empty()) config.out = DefaultOutputFolder(config);
   JoinedJob joined;
+  // Before JoinJob's first CUDA call (worker/cuda_work_queues.h).
+  const WorkQueuesChoice work_queues = ChooseWorkQueues(
+      config.device != "cpu" && ParseDecodeMode(config.decode) != DecodeMode::kCpu, ProcessEnvironment());
+  ApplyWorkQueues(work_queues);
+  joined.work_queues = work_queues.note;
   try {
     JoinJob(config, world, given_name, joined);
   } catch (...) {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -136,6 +137,10 @@ TEST_F(CudaGraphs, GraphedStepsTrainFromJpegsDecodedOnTheGpuMeanwhile) {
   EXPECT_GE(replays, 20);
   EXPECT_GT(summary["gpu_decode"]["images"].get<int64_t>(), 0);
   EXPECT_TRUE(std::isfinite(summary["epochs_detail"][0]["train_loss"].get<double>()));
+  // The worker widened CUDA's work queues for the decode, or names the environment's value (worker/cuda_work_queues.h).
+  const std::string log = ReadText(dir_ / "jpegs-graphed/logs/rank-0.log");
+  const char* preset = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  EXPECT_NE(log.find(preset && *preset ? "from the environment" : "CUDA work queues: 32 ("), std::string::npos) << log;
 }
 
 // A graphed DDP step replays forward, backward with the bucket all-reduces, and the optimizer
