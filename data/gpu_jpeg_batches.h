@@ -29,7 +29,7 @@
 // fifth to a quarter of each batch off it: ResNet-18 at 224 trains at 86-92% of its synthetic rate,
 // ResNet-50 at 96% (bench/results/2026-11-27-2xH100-nvjpeg-no-pipeline/, -ddp-decode-diagnosis/).
 // Under DDP the conversion kernel also queued behind NCCL's kernels, which share the driver's 8
-// hardware work queues by default: each GPU lost a fifth until the worker asked for 32
+// hardware work queues by default: DDP trained 7-21% slower than once the worker asked for 32
 // (worker/cuda_work_queues.h; ResNet-18 on 2 GPUs then 68-91% of synthetic, by machine).
 // Measured and not kept: enqueuing the resizes from another thread, handing a batch on before its
 // resizes have run (bench/results/2026-11-26-1xH100-decode-assist/, and for DDP -ddp-decode-diagnosis/),
