@@ -11,7 +11,8 @@
 // each step for their batch and trained 20,641-23,788 img/s; with 32 they waited 1-4% and
 // trained 24,241-27,977, more in every pair. One GPU gained 0-6%. Training alone gained nothing
 // (ResNet-18 synthetic, VGG-19 graphed DDP), so only a run that may decode on the GPU asks for
-// more queues.
+// more queues. Under MPS the clients share the server's queues, so more per client leaves room for
+// fewer clients; a value the environment sets is kept.
 #pragma once
 
 #include <optional>
