@@ -7,9 +7,9 @@
 // decode streams, nvJPEG's own and LibTorch's pool. Its producer thread waits, image by image,
 // for a conversion kernel that nvJPEG launches on a stream of its own, so that kernel's queue
 // sets the decode's pace. Measured on 2x H100 (ResNet-18 at 224, 4 threads per GPU, three calls,
-// bench/results/2026-11-28-2xH100-cuda-work-queues/): with 8 queues DDP's GPUs waited 12-14% of
+// bench/results/2026-11-28-2xH100-cuda-work-queues/): with 8 queues DDP's GPUs waited 6-14% of
 // each step for their batch and trained 20,641-23,788 img/s; with 32 they waited 1-4% and
-// trained 24,241-27,977, more in every pair. One GPU gained 0-6%. Training alone gained nothing
+// trained 24,241-27,977, more in every pair. One GPU: -2% to +7%. Training alone gained nothing
 // (ResNet-18 synthetic, VGG-19 graphed DDP), so only a run that may decode on the GPU asks for
 // more queues. Under MPS the clients share the server's queues, so more per client leaves room for
 // fewer clients; a value the environment sets is kept.
