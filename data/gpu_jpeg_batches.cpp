@@ -33,7 +33,7 @@ namespace mgpu {
 struct GpuJpegBatches::Impl {};
 
 GpuJpegBatches::GpuJpegBatches(std::shared_ptr<const StreamingImages>, torch::Device, int64_t, int, GpuDecoderChoice,
-                               CpuAssist) {
+                               CpuAssist, torch::MemoryFormat) {
   throw BadInputError(fmt::format("--decode gpu: {}; or pass --decode cpu (or auto)", WhyNoNvjpeg()));
 }
 GpuJpegBatches::~GpuJpegBatches() = default;
@@ -120,14 +120,21 @@ void ParallelFor(int64_t n, int threads, const Work& work) {
 
 struct GpuJpegBatches::Impl {
   Impl(std::shared_ptr<const StreamingImages> source_in, torch::Device device_in, int64_t batch_size_in,
-       int threads_in, GpuDecoderChoice choice, CpuAssist assist_in)
+       int threads_in, GpuDecoderChoice choice, CpuAssist assist_in, torch::MemoryFormat memory_format_in)
       : source(std::move(source_in)), device(device_in), batch_size(batch_size_in),
-        threads(std::max(threads_in, 1)), side(source->image_size().height), assist(assist_in) {
+        threads(std::max(threads_in, 1)), side(source->image_size().height), assist(assist_in),
+        memory_format(memory_format_in) {
     const c10::cuda::CUDAGuard on_device(device);
     OpenDecoder(choice);
     stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
     decode_stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
-    std::tie(scale_t, shift_t) = PixelNormalization::Of(source->mean(), source->stddev()).On(device);  // as BatchLoader
+    // As BatchLoader normalizes.
+    const PixelNormalization normalization = PixelNormalization::Of(source->mean(), source->stddev());
+    std::tie(scale_t, shift_t) = normalization.On(device);
+    for (size_t c = 0; c < scaling.scale.size(); ++c) {
+      scaling.scale[c] = normalization.scale.at(c);
+      scaling.shift[c] = normalization.shift.at(c);
+    }
   }
   ~Impl() { Stop(); }
 
@@ -267,7 +274,8 @@ struct GpuJpegBatches::Impl {
   Batch Assemble(PreparedBatch& prepared, int64_t epoch, PendingBatch* next) {
     const auto n = static_cast<int64_t>(prepared.samples.size());
     const c10::cuda::CUDAStreamGuard on_side(stream);
-    torch::Tensor images = torch::empty({n, 3, side, side}, torch::TensorOptions().dtype(torch::kFloat32).device(device));
+    const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device).memory_format(memory_format);
+    torch::Tensor images = torch::empty({n, 3, side, side}, options);
     std::vector<int64_t> on_cpu;  // positions decoded by the CPU path
     std::vector<size_t> gpu;
     int64_t assisted = 0;
@@ -289,7 +297,6 @@ struct GpuJpegBatches::Impl {
     const std::vector<int64_t> refused = DecodeOnDevice(prepared, gpu, epoch, images);
     if (next != nullptr) next->StopAssist();
     CopyFromHost(prepared, refused, images);
-    images.mul_(scale_t).add_(shift_t);
     std::vector<int64_t> labels;
     for (const Prepared& p : prepared.samples) labels.push_back(p.label);
     Batch batch;
@@ -307,13 +314,13 @@ struct GpuJpegBatches::Impl {
     decoded_bytes = 0;
   }
 
-  // The CPU path's pixels of the samples at `positions` into `images`, as floats: the whole pinned
-  // host batch copied asynchronously, gathered on the device.
+  // The CPU path's pixels of the samples at `positions` into `images`, normalized: the whole
+  // pinned host batch copied asynchronously, gathered on the device.
   void CopyFromHost(const PreparedBatch& prepared, const std::vector<int64_t>& positions, torch::Tensor& images) const {
     if (positions.empty()) return;
     const torch::Tensor where = torch::tensor(positions, torch::kInt64).pin_memory().to(device, /*non_blocking=*/true);
     const torch::Tensor host = prepared.host.to(device, /*non_blocking=*/true);  // (B, 3, S, S) uint8
-    images.index_copy_(0, where, host.index_select(0, where).to(torch::kFloat32));
+    images.index_copy_(0, where, host.index_select(0, where).to(torch::kFloat32).mul_(scale_t).add_(shift_t));
   }
 
   // The kGpu samples at `gpu`, in chunks of at most kChunkImages images and kDecodeBufferBytes
@@ -395,7 +402,7 @@ struct GpuJpegBatches::Impl {
           static_cast<int32_t>(place.crop.height), static_cast<int32_t>(place.crop.width),
           static_cast<int32_t>(positions[j]), samples[positions[j]].plan.flip ? 1 : 0});
     }
-    ResizeCropsInto(decoded.pixels, jobs, images);
+    ResizeCropsInto(decoded.pixels, jobs, images, scaling);
     Add(&GpuDecodeStats::gpu_images, static_cast<int64_t>(positions.size()));
     return true;
   }
@@ -437,6 +444,7 @@ struct GpuJpegBatches::Impl {
   const int threads;
   const int64_t side;
   const CpuAssist assist;
+  const torch::MemoryFormat memory_format;  // of the batches
   std::unique_ptr<NvjpegDecoder> decoder;
   c10::cuda::CUDAStream stream = c10::cuda::getDefaultCUDAStream();  // the side stream: resizes and the rest
   // nvJPEG's calls only: the hardware backend's call waits for the work enqueued before it on its
@@ -448,7 +456,8 @@ struct GpuJpegBatches::Impl {
   std::vector<torch::Tensor> decoded_chunks;
   int64_t decoded_bytes = 0;  // theirs
   std::string version;
-  torch::Tensor scale_t, shift_t;  // (1, 3, 1, 1) on the device
+  torch::Tensor scale_t, shift_t;  // (1, 3, 1, 1) on the device: the CPU path's samples' normalization
+  LevelScaling scaling;             // the same, for the resizes
 
   std::mutex mutex;
   std::condition_variable changed;
@@ -464,8 +473,10 @@ struct GpuJpegBatches::Impl {
 };
 
 GpuJpegBatches::GpuJpegBatches(std::shared_ptr<const StreamingImages> source, torch::Device device,
-                               int64_t batch_size, int num_workers, GpuDecoderChoice choice, CpuAssist assist)
-    : impl_(std::make_unique<Impl>(std::move(source), device, batch_size, num_workers, choice, assist)) {}
+                               int64_t batch_size, int num_workers, GpuDecoderChoice choice, CpuAssist assist,
+                               torch::MemoryFormat memory_format)
+    : impl_(std::make_unique<Impl>(std::move(source), device, batch_size, num_workers, choice, assist,
+                                   memory_format)) {}
 
 GpuJpegBatches::~GpuJpegBatches() = default;
 

@@ -15,8 +15,10 @@
 //      decoding of just the crop), else by the CUDA (GPU-hybrid) backend with full decodes. Each
 //      chunk's crops are resized into their places in the batch by one kernel (data/crop_resize.h:
 //      LibTorch's antialiased bilinear resize, rounded to whole 8-bit levels as the CPU path
-//      stores them, and flipped); then, once per batch, the CPU path's samples copied in from the
-//      pinned host batch and the normalization. A chunk nvJPEG refuses (a corrupt stream) is retried image by image, and
+//      stores them, flipped, normalized, and written in the model's memory format, so that
+//      neither a normalization pass nor the step's layout copy reads the batch again); the CPU
+//      path's samples are copied in from the pinned host batch, normalized on the way. A chunk
+//      nvJPEG refuses (a corrupt stream) is retried image by image, and
 //      what it still refuses is decoded by the CPU path. (The CUDA decoder taking a share of each
 //      batch beside the engines, as DALI's hw_decoder_load does, was measured: 1x H100,
 //      2026-11-26, decode only, the engines alone 9,900 img/s, the CUDA decoder alone 3,900, the
@@ -94,11 +96,13 @@ class GpuJpegBatches : public BatchSource {
   // ImageNet-sized photos hold a batch of 256, so only batches of large images wait.
   static constexpr int64_t kRetainedChunkBytes = 4 * kDecodeBufferBytes;
 
-  // `device` must be a CUDA device. Throws BadInputError where nvJPEG is missing (compiled out,
-  // or libnvjpeg not found) or refuses to start, naming what to install.
+  // `device` must be a CUDA device. Batches are (B, 3, side, side) float32 in `memory_format`
+  // (contiguous NCHW or channels-last: the model's). Throws BadInputError where nvJPEG is missing
+  // (compiled out, or libnvjpeg not found) or refuses to start, naming what to install.
   GpuJpegBatches(std::shared_ptr<const StreamingImages> source, torch::Device device, int64_t batch_size,
                  int num_workers, GpuDecoderChoice choice = GpuDecoderChoice::kFastest,
-                 CpuAssist assist = CpuAssist::kWhileDeviceBusy);
+                 CpuAssist assist = CpuAssist::kWhileDeviceBusy,
+                 torch::MemoryFormat memory_format = torch::MemoryFormat::Contiguous);
   ~GpuJpegBatches() override;
   GpuJpegBatches(const GpuJpegBatches&) = delete;
   GpuJpegBatches& operator=(const GpuJpegBatches&) = delete;

@@ -203,7 +203,8 @@ void TrainingSession::BuildBatches() {
     auto streamed = std::dynamic_pointer_cast<const StreamingImages>(data_.train);
     auto gpu_batches = std::make_unique<GpuJpegBatches>(
         streamed, device_, micro_batch_, static_cast<int>(config_.num_workers), GpuDecoderChoice::kFastest,
-        config_.cpu_assist ? CpuAssist::kWhileDeviceBusy : CpuAssist::kOff);
+        config_.cpu_assist ? CpuAssist::kWhileDeviceBusy : CpuAssist::kOff,
+        channels_last_ ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous);
     gpu_decoder_ = gpu_batches.get();
     batches_ = std::move(gpu_batches);
   } else {

@@ -9,9 +9,10 @@
 namespace mgpu::kernels {
 
 // Writes the `count` jobs' (on the device) resized crops of `pixels` into `batch`
-// (B, 3, side, side) float32: every value of the positions the jobs name, nothing else.
+// (B, 3, side, side) float32 at `layout`'s strides and scaled by it: every value of the positions
+// the jobs name, nothing else.
 // Asynchronous on `stream`; returns the launch's error.
 cudaError_t LaunchCropResize(const CropResizeJob* jobs, int32_t count, const uint8_t* pixels, int32_t side,
-                             float* batch, cudaStream_t stream);
+                             const BatchLayout& layout, float* batch, cudaStream_t stream);
 
 }  // namespace mgpu::kernels

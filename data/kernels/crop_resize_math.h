@@ -9,7 +9,8 @@
 // calls. This is one launch per chunk.
 //
 // Shapes: pixels (total) uint8, each source image 3 planes of height x width bytes from `offset`;
-// the batch (B, 3, side, side) float32, contiguous NCHW.
+// the batch (B, 3, side, side) float32, its strides in a BatchLayout (contiguous NCHW, or
+// channels-last: the model's layout, so that the step does not copy the batch into it).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,15 @@ struct CropResizeJob {
   int32_t crop_width = 0;
   int32_t position = 0;  // in the batch
   int32_t flip = 0;      // 1: mirrored left to right
+};
+
+// How the batch stores a resized pixel's channel c: at its strides (elements), as
+// level * scale[c] + shift[c] (the data set's normalization, as PixelNormalization applies it:
+// a multiplication, then an addition, each rounded; scale 1 and shift 0 keep the levels).
+struct BatchLayout {
+  int64_t stride[4] = {0, 0, 0, 0};  // of (B, 3, side, side)
+  float scale[3] = {1, 1, 1};
+  float shift[3] = {0, 0, 0};
 };
 
 // The taps of one output index along one axis: source indices [first, first + count) of the
@@ -112,9 +122,21 @@ MGPU_HOST_DEVICE inline void ResizedPixel(const CropResizeJob& job, const uint8_
 }
 
 // Where channel c of output pixel (y, x) of `job` goes in the batch, mirrored if job.flip.
-MGPU_HOST_DEVICE inline int64_t BatchIndex(const CropResizeJob& job, int32_t side, int c, int32_t y, int32_t x) {
+MGPU_HOST_DEVICE inline int64_t BatchIndex(const CropResizeJob& job, const BatchLayout& layout, int32_t side, int c,
+                                           int32_t y, int32_t x) {
   const int32_t column = job.flip ? side - 1 - x : x;
-  return ((static_cast<int64_t>(job.position) * 3 + c) * side + y) * side + column;
+  return job.position * layout.stride[0] + c * layout.stride[1] + y * layout.stride[2] + column * layout.stride[3];
+}
+
+// What the batch stores for `level` in channel c: two roundings, never contracted into one
+// (nvcc would fuse them), so that the values are those of a multiplication and an addition.
+MGPU_HOST_DEVICE inline float StoredValue(const BatchLayout& layout, int c, float level) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(__fmul_rn(level, layout.scale[c]), layout.shift[c]);
+#else
+  const float product = level * layout.scale[c];
+  return product + layout.shift[c];
+#endif
 }
 
 }  // namespace mgpu::kernels

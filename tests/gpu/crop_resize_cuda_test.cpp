@@ -32,6 +32,23 @@ TEST_F(CropResizeCuda, TheKernelIsAtensResizeAndItsOwnArithmetic) {
   ExpectWithinARoundingStep(ours.cpu(), ResizeByPixels(c));
 }
 
+// Normalized into a channels-last batch: the levels as ATen's way stores them, and each value,
+// where the levels agree, the host arithmetic's to the last bit (no fused multiply-add).
+TEST_F(CropResizeCuda, StoresTheNormalizedLevelsAtChannelsLastStrides) {
+  const CropResizeCase c = StandardCropResizeCase();
+  const LevelScaling scaling = ImageNetScaling();
+  const torch::Tensor pixels = c.chunk.pixels.to(torch::kCUDA);
+  torch::Tensor ours = c.EmptyBatch(torch::kCUDA, torch::MemoryFormat::ChannelsLast);
+  torch::Tensor aten = c.EmptyBatch(torch::kCUDA, torch::MemoryFormat::ChannelsLast);
+  ResizeCropsInto(pixels, c.jobs, ours, scaling);
+  ResizeCropsByAten(pixels, c.jobs, aten, scaling);
+  ExpectWithinARoundingStep(LevelsOf(ours, scaling), LevelsOf(aten, scaling));
+  const torch::Tensor host = ResizeByPixels(c, scaling, torch::MemoryFormat::ChannelsLast);
+  const torch::Tensor same = LevelsOf(ours, scaling).eq(LevelsOf(host, scaling));
+  ASSERT_GT(same.sum().item<int64_t>(), 0);
+  EXPECT_TRUE(torch::equal(ours.cpu().contiguous().masked_select(same), host.contiguous().masked_select(same)));
+}
+
 TEST_F(CropResizeCuda, ReadsImagesAtOddOffsets) {
   const CropResizeCase c = StandardCropResizeCase();
   const int64_t shift = 5;  // the chunk's images no longer start aligned

@@ -257,6 +257,23 @@ TEST_F(GpuDecode, BatchesOnTheLastDeviceMatchTheCpuPathWhileTheCallerIsOnTheFirs
   ExpectClose(CpuBatch(source, 1), whole, samples, "on " + last.str());
 }
 
+// Batches in the model's channels-last layout (--channels-last) hold the values of the NCHW ones,
+// those the CPU path decoded (the fallbacks) included: the layout is where they are written, not
+// what. Without the CPU assist, so that each sample's decoder is the same in both runs.
+TEST_F(GpuDecode, ChannelsLastBatchesHoldTheValuesOfNchwOnes) {
+  const std::vector<Sample> samples = FixedSet();
+  const auto source = Source(StreamTransform::kRandomResizedCropFlip, false, samples);
+  std::vector<Batch> batches;
+  for (torch::MemoryFormat format : {torch::MemoryFormat::Contiguous, torch::MemoryFormat::ChannelsLast}) {
+    GpuJpegBatches gpu(source, torch::Device(torch::kCUDA, 0), source->size(), 2, GpuDecoderChoice::kFastest,
+                       CpuAssist::kOff, format);
+    batches.push_back(GpuBatch(source, 1, gpu));
+    EXPECT_TRUE(batches.back().images.is_contiguous(format)) << format;
+  }
+  EXPECT_TRUE(torch::equal(batches[0].images.cpu(), batches[1].images.cpu()));
+  ExpectClose(CpuBatch(source, 1), batches[1], samples, "channels-last");
+}
+
 TEST_F(GpuDecode, CentreCropsMatchTheCpuPath) {
   const std::vector<Sample> samples = FixedSet();
   const auto source = Source(StreamTransform::kResizeCenterCrop, false, samples);

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -56,8 +57,9 @@ struct CropResizeCase {
   int64_t batch = 7;
   int32_t side = 32;
 
-  torch::Tensor EmptyBatch(torch::Device device) const {
-    return torch::full({batch, 3, side, side}, std::numeric_limits<float>::quiet_NaN(), torch::TensorOptions(device));
+  torch::Tensor EmptyBatch(torch::Device device, torch::MemoryFormat format = torch::MemoryFormat::Contiguous) const {
+    return torch::full({batch, 3, side, side}, std::numeric_limits<float>::quiet_NaN(), torch::TensorOptions(device))
+        .contiguous(format);
   }
 };
 
@@ -74,19 +76,50 @@ inline CropResizeCase StandardCropResizeCase() {
   return c;
 }
 
-// The host run of every output pixel of every job, as the kernel runs them.
-inline torch::Tensor ResizeByPixels(const CropResizeCase& c) {
-  torch::Tensor out = c.EmptyBatch(torch::kCPU);
+// A normalization of the kind data sets have (ImageNet's mean and stddev on the 8-bit scale).
+inline LevelScaling ImageNetScaling() {
+  const std::array<float, 3> mean{0.485f, 0.456f, 0.406f}, stddev{0.229f, 0.224f, 0.225f};
+  LevelScaling scaling;
+  for (size_t c = 0; c < 3; ++c) {
+    scaling.scale[c] = 1.0f / (255.0f * stddev[c]);
+    scaling.shift[c] = -mean[c] / stddev[c];
+  }
+  return scaling;
+}
+
+// The host run of every output pixel of every job, as the kernel runs them, into a batch of
+// `format`, scaled by `scaling`.
+inline torch::Tensor ResizeByPixels(const CropResizeCase& c, const LevelScaling& scaling = {},
+                                    torch::MemoryFormat format = torch::MemoryFormat::Contiguous) {
+  torch::Tensor out = c.EmptyBatch(torch::kCPU, format);
+  kernels::BatchLayout layout;
+  for (int d = 0; d < 4; ++d) layout.stride[d] = out.stride(d);
+  for (size_t k = 0; k < 3; ++k) {
+    layout.scale[k] = scaling.scale[k];
+    layout.shift[k] = scaling.shift[k];
+  }
   for (const kernels::CropResizeJob& job : c.jobs) {
     for (int32_t y = 0; y < c.side; ++y) {
       for (int32_t x = 0; x < c.side; ++x) {
         float values[3];
         kernels::ResizedPixel(job, c.chunk.pixels.data_ptr<uint8_t>(), c.side, y, x, values);
-        for (int k = 0; k < 3; ++k) out.data_ptr<float>()[kernels::BatchIndex(job, c.side, k, y, x)] = values[k];
+        for (int k = 0; k < 3; ++k) {
+          out.data_ptr<float>()[kernels::BatchIndex(job, layout, c.side, k, y, x)] =
+              kernels::StoredValue(layout, k, values[k]);
+        }
       }
     }
   }
   return out;
+}
+
+// The 8-bit levels a batch scaled by `scaling` stores, recovered (exactly: the scaling's rounding
+// errors are far below half a level), in NCHW.
+inline torch::Tensor LevelsOf(const torch::Tensor& batch, const LevelScaling& scaling) {
+  const auto channel = [](const std::array<float, 3>& values) {
+    return torch::tensor(std::vector<float>(values.begin(), values.end())).view({1, 3, 1, 1});
+  };
+  return ((batch.cpu() - channel(scaling.shift)) / channel(scaling.scale)).round().contiguous();
 }
 
 // The same positions written (the named ones, wholly), and their values whole levels apart at

@@ -1,10 +1,11 @@
 // Specification of --decode gpu's crop resize arithmetic (data/kernels/crop_resize_math.h), run on
 // the CPU pixel by pixel: LibTorch's antialiased bilinear resize of each crop (ResizeCropsByAten,
 // the way the batches were made before the kernel), rounded to whole levels and mirrored where
-// asked, written into the crop's batch position and nowhere else. The GPU test
+// asked, written into the crop's batch position and nowhere else, normalized, at the batch's strides. The GPU test
 // (tests/gpu/crop_resize_cuda_test.cpp) holds the kernel to the same.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <utility>
 #include <vector>
 
@@ -27,6 +28,31 @@ TEST(CropResizeArithmetic, IsAtensAntialiasedBilinearRoundedAndMirrored) {
   const torch::Tensor side_crop = c.chunk.pixels.narrow(0, c.chunk.offset[2], 3 * 32 * 32).view({3, 32, 32});
   EXPECT_TRUE(torch::equal(ours[3], side_crop.flip({2}).to(torch::kFloat32)))
       << "a crop of the side is its pixels, mirrored";
+}
+
+// The levels normalized as PixelNormalization does (a multiplication, then an addition) and
+// written at the batch's strides, NCHW or channels-last, by both ATen's way and the kernel's
+// arithmetic, to the last bit.
+TEST(CropResizeArithmetic, StoresTheNormalizedLevelsAtTheBatchsStrides) {
+  const CropResizeCase c = StandardCropResizeCase();
+  const LevelScaling scaling = ImageNetScaling();
+  const auto channel = [](const std::array<float, 3>& values) {
+    return torch::tensor(std::vector<float>(values.begin(), values.end())).view({1, 3, 1, 1});
+  };
+  const torch::Tensor scale = channel(scaling.scale), shift = channel(scaling.shift);
+  torch::Tensor levels = c.EmptyBatch(torch::kCPU);
+  ResizeCropsByAten(c.chunk.pixels, c.jobs, levels);
+  const torch::Tensor host_levels = ResizeByPixels(c);
+  for (torch::MemoryFormat format : {torch::MemoryFormat::Contiguous, torch::MemoryFormat::ChannelsLast}) {
+    torch::Tensor aten = c.EmptyBatch(torch::kCPU, format);
+    ResizeCropsByAten(c.chunk.pixels, c.jobs, aten, scaling);
+    ASSERT_TRUE(aten.is_contiguous(format));
+    EXPECT_TRUE(torch::allclose(aten, levels.mul(scale).add_(shift), 0, 0, /*equal_nan=*/true)) << format;
+    const torch::Tensor ours = ResizeByPixels(c, scaling, format);
+    ASSERT_TRUE(ours.is_contiguous(format));
+    EXPECT_TRUE(torch::allclose(ours, host_levels.mul(scale).add_(shift), 0, 0, /*equal_nan=*/true)) << format;
+    ExpectWithinARoundingStep(LevelsOf(ours, scaling), levels);
+  }
 }
 
 TEST(CropResizeArithmetic, RefusesAJobOutsideThePixelsOrTheBatch) { ExpectRefusesJobsOutside(torch::kCPU); }
