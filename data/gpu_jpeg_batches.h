@@ -28,8 +28,11 @@
 // on a stream of its own (which waits behind the training's kernels) and records and waits for an
 // event: about 80 us of the calling thread an image beside ResNet-18's training, 1x H100
 // (bench/results/2026-11-27-1xH100-crop-resize-kernel/, nvJPEG's pipeline on). The CPU assist takes a
-// fifth to a quarter of each batch off it: ResNet-18 at 224 trains at 86-92% of its synthetic rate,
-// ResNet-50 at 96% (bench/results/2026-11-27-2xH100-nvjpeg-no-pipeline/, -ddp-decode-diagnosis/).
+// fifth to a quarter of each batch off it: ResNet-18 at 224 trains at 84-92% of its synthetic rate
+// by machine (the slower hosts' decode waits in every step), ResNet-50 at 96%
+// (bench/results/2026-11-27-2xH100-nvjpeg-no-pipeline/, 2026-11-28-2xH100-decode-normalize-in-resize/;
+// normalizing in the resize kernel, into the model's layout, gained 2-6% on one GPU, 6-12% in three of
+// four DDP pairs).
 // Under DDP the conversion kernel also queued behind NCCL's kernels, which share the driver's 8
 // hardware work queues by default: DDP trained 7-21% slower than once the worker asked for 32
 // (worker/cuda_work_queues.h; ResNet-18 on 2 GPUs then 68-91% of synthetic, by machine).

@@ -1,0 +1,63 @@
+#!/bin/bash
+# Session 23, call 5 (nvidia-h100-x2, main 5706351 + docs): VGG-19 amp-bf16 graphed DDP with the data on the device
+# (issue 39's 87-88% scaling): the bucket plan, --bucket-cap-mb 5, 50, 100 and --last-bucket-cap-mb 1 against the default 25.
+source .devdeps/activate.sh; for f in .devdeps/libutfcpp-dev*.deb; do dpkg -x $f /opt/deps; done
+export NCCL_NVLS_ENABLE=0
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export LD_LIBRARY_PATH=/tmp/site/nvidia/cu13/lib:$LD_LIBRARY_PATH PYTHONPATH=/tmp/site
+R=$OUT/call5.txt; t0=$(date +%s)
+el() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a $R; }
+nvidia-smi -L >> $R; nproc >> $R; git log --oneline -1 >> $R; git status --short | head >> $R
+find . -path ./build -prune -o -path ./build-gpu -prune -o \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' \) -print | sort | xargs cat | md5sum >> $R
+E2E=$HOME/.cache/mgpu/bench-e2e/jpeg-40000
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMGPU_PYTHON=$(command -v python3) \
+  -DMGPU_TEST_PYTHON=$(command -v python3) -DMGPU_NVJPEG_INCLUDE_DIR=/tmp/site/nvidia/cu13/include -DMPI_CXX_COMPILER=$MPI_CXX_COMPILER > /tmp/cmake.log 2>&1 || { tail -30 /tmp/cmake.log >> $R; cat $R; exit 1; }
+ninja -C build-gpu mgpu-worker > /tmp/ninja.log 2>&1 || { grep -A12 FAILED /tmp/ninja.log | head -60 >> $R; cat $R; exit 1; }
+B=build-gpu/bin
+el "built"; wait; el "jpegs there: $(ls $E2E/train | wc -l) classes"
+mkdir -p /tmp/d
+COMMON="--model resnet18 --precision amp-bf16 --optimizer sgd --momentum 0.9 --lr 0.01 --epochs 1000 --progress lines --device cuda --channels-last true --log-every 10"
+STREAM="--dataset imagefolder --data-dir $E2E --data-loading stream --augment rrc-flip --resize 224 --image-size 224 --decode gpu --num-workers 4"
+SYN="--dataset synthetic --image-size 224 --synthetic-train 60000 --synthetic-test 256"
+rate() { python3 - "$1" "$2" "$3" <<'PY'
+import sys, json, os, csv
+sys.path.insert(0, "bench")
+from gpu_bench import elapsed_throughput
+out, warm, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+try:
+    r = elapsed_throughput(out, warm, batch)
+    rows = [x for x in csv.DictReader(open(os.path.join(out, "metrics.csv"))) if int(x["step"]) > warm]
+    steps = max(sum(float(x["step_seconds"]) for x in rows), 1e-9)
+    idle = sum(float(x.get("input_seconds") or 0) for x in rows) / steps
+    s = json.load(open(os.path.join(out, "summary.json")))
+    g = s.get("gpu_decode", {}); a = g.get("cpu_assisted", 0); n = g.get("images", 0)
+    print(f"{r:.0f} img/s; GPU idle at input {100*idle:.0f}%; assisted {100*a/max(a+n,1):.0f}%")
+except Exception as e:
+    print(f"no rate ({e})")
+PY
+}
+envof() { [ $1 = U ] && echo MGPU_AB_UNFOLDED=1; }
+one() { # variant name data steps
+  env $(envof $1) CUDA_VISIBLE_DEVICES=0 timeout 60 $B/mgpu-worker $COMMON $3 --batch-size 256 --max-steps $4 --out /tmp/d/$2 > /tmp/d/$2.log 2>&1
+  el "one $1 $2: $(rate /tmp/d/$2 20 256)"; }
+ddp() { # variant name data steps [extra]
+  port=$(( 29500 + RANDOM % 1000 ))
+  for r in 0 1; do env $(envof $1) RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    timeout 80 $B/mgpu-worker $COMMON $3 --mode ddp --backend nccl --batch-size 512 --max-steps $4 $5 --out /tmp/d/$2 > /tmp/d/$2-$r.log 2>&1 & done; wait
+  el "ddp $1 $2: $(rate /tmp/d/$2 20 512)"; }
+VC="--dataset synthetic --synthetic-channels 3 --synthetic-test 256 --epochs 100000 --log-every 20 --optimizer sgd --momentum 0.9 --lr 0.01 --progress lines --overwrite --precision amp-bf16 --channels-last true --cuda-graphs true --data-on-device true --model vgg19 --image-size 32"
+vone() { CUDA_VISIBLE_DEVICES=0 timeout 120 $B/mgpu-worker $VC --device cuda --synthetic-train $((256 * 600)) --batch-size 256 --max-steps 580 --out /tmp/v/one-$1 > /tmp/v/one-$1.log 2>&1; el "vgg one $1: $(rate /tmp/v/one-$1 100 256)"; }
+vtwo() { local tag=$1; shift; port=$(( 29500 + RANDOM % 1000 ))
+  for r in 0 1; do RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 $B/mgpu-worker \
+    $VC --mode ddp --backend nccl --synthetic-train $((512 * 600)) --batch-size 512 --max-steps 580 "$@" --out /tmp/v/two-$tag > /tmp/v/two-$tag-r$r.log 2>&1 & done; wait
+  el "vgg ddp $tag: $(rate /tmp/v/two-$tag 100 512)"; }
+mkdir -p /tmp/v
+vone a
+for rep in 1 2; do
+  vtwo base-$rep; vtwo cap5-$rep --bucket-cap-mb 5; vtwo cap50-$rep --bucket-cap-mb 50; vtwo cap100-$rep --bucket-cap-mb 100
+  vtwo last1-$rep --last-bucket-cap-mb 1
+  [ $(( $(date +%s) - t0 )) -gt 420 ] && break
+done
+vone b
+grep -h "rror" /tmp/v/*.log | head -5 >> $R
+cat $R
