@@ -39,7 +39,8 @@
 // Measured and not kept: enqueuing the resizes from another thread, handing a batch on before its
 // resizes have run (bench/results/2026-11-26-1xH100-decode-assist/, and for DDP -ddp-decode-diagnosis/),
 // high-priority streams, more batches ahead, bigger chunks, other output formats, pinned bitstreams,
-// bitstreams on the device (NVJPEG_BACKEND_HARDWARE_DEVICE: half the rate).
+// bitstreams on the device (NVJPEG_BACKEND_HARDWARE_DEVICE: half the rate), the CPU assist running on
+// until the producer takes its batch (the assisted share did not grow: 2026-11-28-2xH100-decode-normalize-in-resize/).
 // The producer waits (polling, not spinning) for the device before handing a batch out, so a
 // batch is complete when Next() returns it; Next() tells the caching allocator that the compute
 // stream uses it.
