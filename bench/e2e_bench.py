@@ -4,12 +4,14 @@ compute limit; ResNet-50 and ResNet-18 at 224 px, amp-bf16, batch 256 per GPU, o
 every GPU of the host.
 
     python3 bench/e2e_bench.py --build BUILD [--out DIR] [--models resnet50,resnet18] [--worlds 1,N]
-        [--workers W] [--data-dir DIR] [--images 40000] [--bench-python PY] [--run-timeout S]
+        [--workers W] [--data-dir DIR] [--images N] [--bench-python PY] [--run-timeout S]
         [--mgpu-flags "..."] [--e2e-flags "..."] [--no-pytorch]
 
 Data: a folder of --images JPEGs from bench/make_jpeg_folder.py, made once and kept in
 --data-dir (default $MGPU_CACHE/bench-e2e/jpeg-<images>, MGPU_CACHE defaulting to ~/.cache/mgpu),
-large enough that no epoch ends inside a measurement.
+large enough that no epoch ends inside a measurement: by default one epoch of the largest world
+holds the warm-up and MAX_LONG measured steps (default_images: 40,000 on one GPU, 80,000 on two,
+310,000 on eight). The measured steps follow the images the folder holds, whoever made it.
 mgpu: --data-loading stream --augment rrc-flip --resize 224 --channels-last true (dropped, and
 said so, where the mode refuses it) and --num-workers W per rank; DDP over NCCL beyond one GPU.
 After one 3-step warm-up run (the first process on a fresh machine reads the libraries from disk),
@@ -51,6 +53,20 @@ BATCH = 256  # per GPU
 WARMUP = 15  # steps before the measured ones
 MAX_LONG = 135  # the measured steps, where one epoch of the folder holds them (long_steps)
 MIN_LONG = 30
+
+
+def default_images(max_world):
+    """The folder's size where --images is not given: one epoch of `max_world` GPUs holds the
+    warm-up and MAX_LONG measured steps, at least 40,000 images (issue 39), in whole 10,000s. (At
+    40,000 images two GPUs measured 62 steps, about 1.2 s of ResNet-18, and eight GPUs could not
+    measure without an epoch's end and its evaluation inside.)"""
+    need = BATCH * max_world * (WARMUP + MAX_LONG + 1)
+    return max(40000, -(-need // 10000) * 10000)
+
+
+def folder_images(data_dir):
+    """The JPEGs in the folder's train/ split."""
+    return sum(len(files) for _, _, files in os.walk(os.path.join(data_dir, "train")))
 
 
 def long_steps(images, world):
@@ -301,7 +317,8 @@ def main():
     parser.add_argument("--models", default="resnet50,resnet18")
     parser.add_argument("--worlds", default="", help="GPU counts, e.g. 1,2; default: 1 and all visible GPUs")
     parser.add_argument("--workers", type=int, default=0, help="loader workers per GPU (0: cores / GPUs of the row)")
-    parser.add_argument("--images", type=int, default=40000)
+    parser.add_argument("--images", type=int, default=0,
+                        help="JPEGs to make where --data-dir has none (default: default_images of the largest world)")
     parser.add_argument("--data-dir", default="")
     parser.add_argument("--bench-python", default="", help="a Python with torch, torchvision and Pillow")
     parser.add_argument("--run-timeout", type=int, default=240, help="seconds one process may take")
@@ -317,7 +334,6 @@ def main():
     if not set(models) <= {"resnet50", "resnet18"}:
         raise SystemExit(f"--models {args.models}: expected resnet50, resnet18 or both")
     cache = os.environ.get("MGPU_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "mgpu")
-    args.data_dir = args.data_dir or os.path.join(cache, "bench-e2e", f"jpeg-{args.images}")
     args.bench_python = (args.bench_python or os.environ.get("MGPU_BENCH_PYTHON")
                          or os.path.join(cache, "venv-bench", "bin", "python"))
     try:
@@ -338,9 +354,12 @@ def main():
         raise SystemExit(f"--worlds {args.worlds}: this host has {gpus} GPUs")
     args.out = args.out or default_results_folder("e2e")
     os.makedirs(args.out, exist_ok=True)
+    args.images = args.images or default_images(max(worlds))
+    args.data_dir = args.data_dir or os.path.join(cache, "bench-e2e", f"jpeg-{args.images}")
     error = ensure_data(args)
     if error:
         raise SystemExit(f"e2e_bench.py: {error}")
+    args.images = folder_images(args.data_dir)
     cores = os.cpu_count() or 1
     warm_up(args)
     rows = []

@@ -16,10 +16,13 @@ BUILD=${1:?"usage: bash bench/gpu_decode_bench.sh BUILD_DIR OUT_DIR PYTHON"}
 OUT=${2:?"usage: bash bench/gpu_decode_bench.sh BUILD_DIR OUT_DIR PYTHON"}
 PYTHON=${3:?"usage: bash bench/gpu_decode_bench.sh BUILD_DIR OUT_DIR PYTHON"}
 HERE=$(cd "$(dirname "$0")" && pwd)
-# The end-to-end step's folder (bench/e2e_bench.py's default) when it exists: one folder, made once.
+# The end-to-end step's folder (bench/e2e_bench.py's default, sized by the host's GPUs) when one
+# exists: one folder, made once.
 CACHE=${MGPU_CACHE:-$HOME/.cache/mgpu}
-DATA=$CACHE/bench-e2e/jpeg-40000
-[ -d "$DATA/train" ] || DATA=$CACHE/bench-loader/jpeg-20k
+DATA=$CACHE/bench-loader/jpeg-20k
+for folder in "$CACHE"/bench-e2e/jpeg-*/; do
+  if [ -d "$folder/train" ]; then DATA=${folder%/}; break; fi
+done
 mkdir -p "$OUT"
 [ -d "$DATA/train" ] || "$PYTHON" "$HERE/make_jpeg_folder.py" "$DATA"
 rows="$OUT/gpu-decode.jsonl.partial"

@@ -25,9 +25,10 @@
 #              PyTorch's strongest step (channels_last, bf16, the whole step in torch.cuda.graph,
 #              eager and torch.compile'd) against mgpu's best (amp-bf16, --channels-last,
 #              --cuda-graphs, --data-on-device), mgpu by wall clock over two run lengths (issue 39)
-#   e2e        bench/e2e_bench.py: ResNet-50 and ResNet-18 at 224 px from 40,000 JPEGs (made once,
-#              cached), mgpu streaming against PyTorch's DataLoader + torchvision at the same worker
-#              count and against mgpu on synthetic data, one GPU and all GPUs (issue 39); needs
+#   e2e        bench/e2e_bench.py: ResNet-50 and ResNet-18 at 224 px from 40,000 JPEGs on one GPU,
+#              80,000 on two (an epoch holds a measurement; made once, cached), mgpu streaming
+#              against PyTorch's DataLoader + torchvision at the same worker count and against
+#              mgpu on synthetic data, one GPU and all GPUs (issue 39); needs
 #              bench/setup_bench_env.sh's venv (make bench-gpu sets it up; MGPU_BENCH_PYTHON)
 #   allreduce  bench/allreduce_sweep.py: bus bandwidth through mgpu's communicator and PyTorch's
 #   launcher   bench/launcher_bench.py: mgpu run vs mpirun vs torchrun's environment
@@ -141,7 +142,9 @@ fi
 step gpu-decode gpu-decode.json bash "$HERE/gpu_decode_bench.sh" "$BUILD" "$OUT/gpu-decode" "$PYTHON"
 # The loader alone (CPU), on the end-to-end step's JPEG folder where it is there.
 CACHE=${MGPU_CACHE:-$HOME/.cache/mgpu}
-[ -d "$CACHE/bench-e2e/jpeg-40000/train" ] && export DATA_DIR="$CACHE/bench-e2e/jpeg-40000"
+for folder in "$CACHE"/bench-e2e/jpeg-*/; do
+  if [ -d "$folder/train" ]; then export DATA_DIR=${folder%/}; break; fi
+done
 step loader loader.json env SKIP_RSS=1 MAX_IMAGES=7680 WORKERS="0 2 4 8" bash "$HERE/loader_throughput.sh" \
   "$BUILD/bin/mgpu-loader-bench" "${MGPU_BENCH_PYTHON:-$CACHE/venv-bench/bin/python}" "$OUT/loader"
 results=()
