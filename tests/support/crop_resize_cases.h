@@ -113,13 +113,15 @@ inline torch::Tensor ResizeByPixels(const CropResizeCase& c, const LevelScaling&
   return out;
 }
 
+// Per-channel values as a (1, 3, 1, 1) CPU tensor, to broadcast over a batch.
+inline torch::Tensor PerChannel(const std::array<float, 3>& values) {
+  return torch::tensor(std::vector<float>(values.begin(), values.end())).view({1, 3, 1, 1});
+}
+
 // The 8-bit levels a batch scaled by `scaling` stores, recovered (exactly: the scaling's rounding
 // errors are far below half a level), in NCHW.
 inline torch::Tensor LevelsOf(const torch::Tensor& batch, const LevelScaling& scaling) {
-  const auto channel = [](const std::array<float, 3>& values) {
-    return torch::tensor(std::vector<float>(values.begin(), values.end())).view({1, 3, 1, 1});
-  };
-  return ((batch.cpu() - channel(scaling.shift)) / channel(scaling.scale)).round().contiguous();
+  return ((batch.cpu() - PerChannel(scaling.shift)) / PerChannel(scaling.scale)).round().contiguous();
 }
 
 // The same positions written (the named ones, wholly), and their values whole levels apart at

@@ -5,7 +5,6 @@
 // (tests/gpu/crop_resize_cuda_test.cpp) holds the kernel to the same.
 #include <gtest/gtest.h>
 
-#include <array>
 #include <utility>
 #include <vector>
 
@@ -36,10 +35,7 @@ TEST(CropResizeArithmetic, IsAtensAntialiasedBilinearRoundedAndMirrored) {
 TEST(CropResizeArithmetic, StoresTheNormalizedLevelsAtTheBatchsStrides) {
   const CropResizeCase c = StandardCropResizeCase();
   const LevelScaling scaling = ImageNetScaling();
-  const auto channel = [](const std::array<float, 3>& values) {
-    return torch::tensor(std::vector<float>(values.begin(), values.end())).view({1, 3, 1, 1});
-  };
-  const torch::Tensor scale = channel(scaling.scale), shift = channel(scaling.shift);
+  const torch::Tensor scale = PerChannel(scaling.scale), shift = PerChannel(scaling.shift);
   torch::Tensor levels = c.EmptyBatch(torch::kCPU);
   ResizeCropsByAten(c.chunk.pixels, c.jobs, levels);
   const torch::Tensor host_levels = ResizeByPixels(c);
