@@ -5,7 +5,7 @@ every GPU of the host.
 
     python3 bench/e2e_bench.py --build BUILD [--out DIR] [--models resnet50,resnet18] [--worlds 1,N]
         [--workers W] [--data-dir DIR] [--images N] [--bench-python PY] [--run-timeout S]
-        [--mgpu-flags "..."] [--e2e-flags "..."] [--no-pytorch]
+        [--mgpu-flags "..."] [--e2e-flags "..."] [--no-pytorch] [--no-gpu-decode]
 
 Data: a folder of --images JPEGs from bench/make_jpeg_folder.py, made once and kept in
 --data-dir (default $MGPU_CACHE/bench-e2e/jpeg-<images>, MGPU_CACHE defaulting to ~/.cache/mgpu),
@@ -14,6 +14,9 @@ holds the warm-up and MAX_LONG measured steps (default_images: 40,000 on one GPU
 310,000 on eight). The measured steps follow the images the folder holds, whoever made it.
 mgpu: --data-loading stream --augment rrc-flip --resize 224 --channels-last true (dropped, and
 said so, where the mode refuses it) and --num-workers W per rank; DDP over NCCL beyond one GPU.
+Two mgpu rows from JPEGs: the loader threads decoding (mgpu e2e, --decode's default) and nvJPEG
+decoding on the device with the same W threads beside it (mgpu e2e, --decode gpu; left out where
+--e2e-flags names a decoder, or with --no-gpu-decode). Each gets its own targets.
 After one 3-step warm-up run (the first process on a fresh machine reads the libraries from disk),
 each mgpu configuration runs once, WARMUP steps and then as many as one epoch of the folder holds
 (at most MAX_LONG), measured within the run as PyTorch's reference measures its own: images/s by
@@ -38,6 +41,7 @@ import argparse
 import csv
 import datetime
 import json
+import math
 import os
 import platform
 import subprocess
@@ -74,6 +78,8 @@ def long_steps(images, world):
     measurement would add its evaluation), at most MAX_LONG, at least MIN_LONG."""
     return max(MIN_LONG, min(MAX_LONG, images // (BATCH * world) - WARMUP - 1))
 CORES_PER_GPU_FOR_COMPUTE_TARGET = 12
+CPU_DECODE_ROW = "mgpu e2e"  # --decode as --e2e-flags say (the CPU loader threads by default)
+GPU_DECODE_ROW = "mgpu e2e, --decode gpu"
 
 
 class RowWatch:
@@ -225,15 +231,36 @@ def mgpu_rows(args, model, world, workers):
               "rrc-flip", "--resize", "224", "--image-size", "224", *args.e2e_flags.split()]
     synthetic = ["--dataset", "synthetic", "--image-size", "224", "--synthetic-test", "256",
                  "--synthetic-train", str(BATCH * world * (WARMUP + long_steps(args.images, world) + 1))]
+    runs = [(CPU_DECODE_ROW, "e2e", stream)]
+    if gpu_decode_row_wanted(args):
+        runs.append((GPU_DECODE_ROW, "e2e-decode-gpu", stream + ["--decode", "gpu"]))
+    runs.append(("mgpu synthetic", "synthetic", synthetic))
     rows = {}
-    for kind, flags in (("mgpu e2e", stream), ("mgpu synthetic", synthetic)):
-        name = f"{model}-x{world}-{kind.split()[1]}"
+    for kind, suffix, flags in runs:
+        name = f"{model}-x{world}-{suffix}"
         row = mgpu_run(args, name, common + flags + ["--channels-last", "true"], world)
         if "error" in row and "channels-last" in row["error"]:  # a mode without channels-last yet
             row = mgpu_run(args, name, common + flags, world)
             row["note"] = "without --channels-last (this mode refused it)"
         rows[kind] = row
     return rows
+
+
+def floor_percent(share):
+    """A share as a percentage to one decimal, rounded down: a share below a target never reads as
+    the target (0.94955 is "94.9%", not "95.0%")."""
+    return f"{math.floor(round(share * 1000, 6)) / 10:.1f}%"
+
+
+def gpu_decode_row_wanted(args):
+    """Whether the rows from JPEGs include nvJPEG's beside the CPU loader's: unless --no-gpu-decode, or
+    --e2e-flags already name the decoder (gpu_decode_bench.sh's runs)."""
+    return not args.no_gpu_decode and "--decode" not in args.e2e_flags.split()
+
+
+def e2e_rows(row):
+    """The mgpu rows from JPEGs that a (model, world) row holds, CPU_DECODE_ROW first."""
+    return [kind for kind in (CPU_DECODE_ROW, GPU_DECODE_ROW) if kind in row]
 
 
 def pytorch_row(args, model, world, workers):
@@ -256,24 +283,33 @@ def pytorch_row(args, model, world, workers):
 
 
 def targets(row, cores_per_gpu):
-    """[(target, measured, verdict)] of one (model, world) row."""
-    e2e, synthetic, torch_row = row["mgpu e2e"], row["mgpu synthetic"], row["PyTorch"]
+    """[(target, measured, verdict)] of one (model, world) row: for each mgpu row from JPEGs, its
+    share of synthetic and its rate against PyTorch's."""
+    found = []
+    for kind in e2e_rows(row):
+        decoder = " (--decode gpu)" if kind == GPU_DECODE_ROW else ""
+        found += decoder_targets(row[kind], row["mgpu synthetic"], row["PyTorch"], row["world"], cores_per_gpu,
+                                 decoder)
+    return found
+
+
+def decoder_targets(e2e, synthetic, torch_row, world, cores_per_gpu, decoder):
     rate = lambda r: r.get("images_per_second") if "error" not in r else None  # noqa: E731
     found = []
     if rate(e2e) and rate(synthetic):
         share = rate(e2e) / rate(synthetic)
         applies = cores_per_gpu >= CORES_PER_GPU_FOR_COMPUTE_TARGET
-        found.append((f"e2e >= 95% of synthetic (applies at >= {CORES_PER_GPU_FOR_COMPUTE_TARGET} cores/GPU)",
-                      f"{share:.0%} at {cores_per_gpu:.0f} cores/GPU",
+        found.append((f"e2e{decoder} >= 95% of synthetic (applies at >= {CORES_PER_GPU_FOR_COMPUTE_TARGET} "
+                      "cores/GPU)", f"{floor_percent(share)} at {cores_per_gpu:.0f} cores/GPU",
                       ("met" if share >= 0.95 else "missed") if applies else "not applicable"))
     else:
-        found.append(("e2e >= 95% of synthetic", "-", "not measured"))
-    need = 1.0 if row["world"] == 1 else 1.5
+        found.append((f"e2e{decoder} >= 95% of synthetic", "-", "not measured"))
+    need = 1.0 if world == 1 else 1.5
     if rate(e2e) and rate(torch_row):
         x = rate(e2e) / rate(torch_row)
-        found.append((f"e2e >= {need}x PyTorch", f"{x:.2f}x", "met" if x >= need else "missed"))
+        found.append((f"e2e{decoder} >= {need}x PyTorch", f"{x:.2f}x", "met" if x >= need else "missed"))
     else:
-        found.append((f"e2e >= {need}x PyTorch", "-", "not measured"))
+        found.append((f"e2e{decoder} >= {need}x PyTorch", "-", "not measured"))
     return found
 
 
@@ -291,7 +327,7 @@ def print_table(rows, meta):
     print("| model | GPUs | workers/GPU | run | img/s | CPU cores used | img/s per core | data wait | note |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
-        for name in ("mgpu e2e", "PyTorch", "mgpu synthetic"):
+        for name in (*e2e_rows(row), "PyTorch", "mgpu synthetic"):
             r = row[name]
             if "error" in r or "skipped" in r:
                 why = r["error"][:200] if "error" in r else f"not run ({r['skipped']})"
@@ -329,6 +365,8 @@ def main():
     parser.add_argument("--no-pytorch", action="store_true", help="leave out PyTorch's rows (their targets then "
                         "read 'not measured'), where only the share of synthetic is wanted, as in "
                         "gpu_decode_bench.sh")
+    parser.add_argument("--no-gpu-decode", action="store_true", help="leave out the row that decodes the JPEGs "
+                        "with nvJPEG (--decode gpu) beside the CPU loader's")
     args = parser.parse_args()
     models = args.models.split(",")
     if not set(models) <= {"resnet50", "resnet18"}:

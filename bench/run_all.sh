@@ -27,8 +27,9 @@
 #              --cuda-graphs, --data-on-device), mgpu by wall clock over two run lengths (issue 39)
 #   e2e        bench/e2e_bench.py: ResNet-50 and ResNet-18 at 224 px from 40,000 JPEGs on one GPU,
 #              80,000 on two (an epoch holds a measurement; made once, cached), mgpu streaming
-#              against PyTorch's DataLoader + torchvision at the same worker count and against
-#              mgpu on synthetic data, one GPU and all GPUs (issue 39); needs
+#              (the loader threads decoding, and nvJPEG with the same threads beside it) against
+#              PyTorch's DataLoader + torchvision at the same worker count and against mgpu on
+#              synthetic data, one GPU and all GPUs (issue 39); needs
 #              bench/setup_bench_env.sh's venv (make bench-gpu sets it up; MGPU_BENCH_PYTHON)
 #   allreduce  bench/allreduce_sweep.py: bus bandwidth through mgpu's communicator and PyTorch's
 #   launcher   bench/launcher_bench.py: mgpu run vs mpirun vs torchrun's environment
@@ -46,7 +47,7 @@
 # MNIST recipe at 0 and 4 loader workers with nn.DataParallel's whole epoch, every speed variant,
 # and the strongest step's torch.compile with mode max-autotune-no-cudagraphs (default mode
 # otherwise: its autotuning takes minutes per model). On one GPU, strongest takes about 6 minutes
-# and e2e about 4 (plus making the JPEG folder once); --only picks steps to stay in a budget.
+# and e2e about 5 (plus making the JPEG folder once); --only picks steps to stay in a budget.
 set -uo pipefail
 FULL=false
 ONLY=""

@@ -16,6 +16,8 @@ serve as those rows' scaling baseline, not as issue 6's eager precision rows.
 import json
 import sys
 
+from e2e_bench import floor_percent  # bench/ is on the path: run as bench/targets.py
+
 
 def kind_of(data):
     if "gpu_decode" in data:
@@ -239,8 +241,8 @@ def e2e_targets(table, data, source):
         for target, measured, verdict in row["targets"]:
             label = f"{row['model']} e2e x{row['world']}, {row['workers']} workers/GPU: {target}"
             if verdict == "not measured":
-                errors = "; ".join(f"{k}: {row[k]['error'][:60]}" for k in ("mgpu e2e", "mgpu synthetic", "PyTorch")
-                                   if "error" in row[k])
+                errors = "; ".join(f"{k}: {r['error'][:60]}" for k, r in row.items()
+                                   if isinstance(r, dict) and "error" in r)
                 table.add(39, label, errors or "-", False, source)
             elif verdict == "not applicable":
                 table.rows.append((39, label, measured, "not applicable", source))
@@ -278,7 +280,7 @@ def gpu_decode_targets(table, data, source):
                 table.add(40, target, errors or "no result", False, source)
                 continue
             share = e2e["images_per_second"] / synthetic["images_per_second"]
-            table.add(40, target, f"{share:.0%} ({e2e['images_per_second']:,.0f} / "
+            table.add(40, target, f"{floor_percent(share)} ({e2e['images_per_second']:,.0f} / "
                       f"{synthetic['images_per_second']:,.0f} img/s)", share >= need and row["workers"] <= threads, source)
 
 
