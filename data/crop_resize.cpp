@@ -38,6 +38,16 @@ void CheckJobs(const torch::Tensor& pixels, const std::vector<kernels::CropResiz
 
 }  // namespace
 
+kernels::BatchLayout BatchLayoutOf(const torch::Tensor& batch, const LevelScaling& scaling) {
+  kernels::BatchLayout layout;
+  for (int d = 0; d < 4; ++d) layout.stride[d] = batch.stride(d);
+  for (int c = 0; c < 3; ++c) {
+    layout.scale[c] = scaling.scale[static_cast<size_t>(c)];
+    layout.shift[c] = scaling.shift[static_cast<size_t>(c)];
+  }
+  return layout;
+}
+
 void ResizeCropsByAten(const torch::Tensor& pixels, const std::vector<kernels::CropResizeJob>& jobs,
                        torch::Tensor& batch, const LevelScaling& scaling) {
   CheckJobs(pixels, jobs, batch);
@@ -69,12 +79,7 @@ void ResizeCropsInto(const torch::Tensor& pixels, const std::vector<kernels::Cro
   if (!pixels.is_cuda()) return ResizeCropsByAten(pixels, jobs, batch, scaling);
   CheckJobs(pixels, jobs, batch);
   if (jobs.empty()) return;
-  kernels::BatchLayout layout;
-  for (int d = 0; d < 4; ++d) layout.stride[d] = batch.stride(d);
-  for (int c = 0; c < 3; ++c) {
-    layout.scale[c] = scaling.scale[static_cast<size_t>(c)];
-    layout.shift[c] = scaling.shift[static_cast<size_t>(c)];
-  }
+  const kernels::BatchLayout layout = BatchLayoutOf(batch, scaling);
   const int64_t bytes = static_cast<int64_t>(jobs.size() * sizeof(kernels::CropResizeJob));
   torch::Tensor host = torch::empty({bytes}, torch::TensorOptions().dtype(torch::kUInt8).pinned_memory(true));
   std::memcpy(host.data_ptr<uint8_t>(), jobs.data(), static_cast<size_t>(bytes));

@@ -28,6 +28,9 @@ struct LevelScaling {
   std::array<float, 3> shift{0, 0, 0};
 };
 
+// The kernel's view of `batch` ((B, 3, side, side)): its strides, and `scaling`.
+kernels::BatchLayout BatchLayoutOf(const torch::Tensor& batch, const LevelScaling& scaling);
+
 // On CUDA, one kernel launch for all the jobs where the build has nvcc (the jobs copied to the
 // device through pinned memory); ResizeCropsByAten otherwise.
 void ResizeCropsInto(const torch::Tensor& pixels, const std::vector<kernels::CropResizeJob>& jobs,

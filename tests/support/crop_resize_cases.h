@@ -92,12 +92,7 @@ inline LevelScaling ImageNetScaling() {
 inline torch::Tensor ResizeByPixels(const CropResizeCase& c, const LevelScaling& scaling = {},
                                     torch::MemoryFormat format = torch::MemoryFormat::Contiguous) {
   torch::Tensor out = c.EmptyBatch(torch::kCPU, format);
-  kernels::BatchLayout layout;
-  for (int d = 0; d < 4; ++d) layout.stride[d] = out.stride(d);
-  for (size_t k = 0; k < 3; ++k) {
-    layout.scale[k] = scaling.scale[k];
-    layout.shift[k] = scaling.shift[k];
-  }
+  const kernels::BatchLayout layout = BatchLayoutOf(out, scaling);
   for (const kernels::CropResizeJob& job : c.jobs) {
     for (int32_t y = 0; y < c.side; ++y) {
       for (int32_t x = 0; x < c.side; ++x) {
