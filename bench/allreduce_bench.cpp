@@ -55,7 +55,7 @@ int Run(const Options& options) {
   const std::string backend = options.backend == "auto" ? DefaultBackend(device) : options.backend;
   RendezvousResult joined =
       Rendezvous(world, backend, device,
-                 std::chrono::milliseconds(static_cast<int64_t>(options.timeout_seconds * 1000)), /*nccl_max_ctas=*/0);
+                 std::chrono::milliseconds(static_cast<int64_t>(options.timeout_seconds * 1000)), NcclOptions{});
   Communicator& communicator = *joined.communicator;
   const int n = communicator.size();
   const int64_t max_bytes = options.max_bytes > 0 ? options.max_bytes : (cuda ? 256LL << 20 : 16LL << 20);

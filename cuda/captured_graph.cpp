@@ -77,25 +77,6 @@ CapturedGraph::CapturedGraph(const std::vector<torch::Tensor>& examples, const B
 
 CapturedGraph::~CapturedGraph() = default;
 
-struct CapturableStreamScope::State {
-#ifdef MGPU_WITH_CUDA
-  explicit State(const c10::cuda::CUDAStream& stream) : guard(stream) {}
-  c10::cuda::CUDAStreamGuard guard;
-#endif
-};
-
-CapturableStreamScope::CapturableStreamScope(torch::Device device) {
-#ifdef MGPU_WITH_CUDA
-  if (device.is_cuda()) {
-    state_ = std::make_unique<State>(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index()));
-  }
-#else
-  (void)device;
-#endif
-}
-
-CapturableStreamScope::~CapturableStreamScope() = default;
-
 bool CapturedGraph::Fits(const std::vector<torch::Tensor>& inputs) const {
   if (inputs.size() != state_->inputs.size()) return false;
   for (size_t i = 0; i < inputs.size(); ++i) {

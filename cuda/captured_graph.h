@@ -24,23 +24,6 @@
 
 namespace mgpu {
 
-// While alive, this thread's current stream on `device` is a side stream from LibTorch's pool
-// instead of the default one, so a CapturedGraph made meanwhile captures on the stream the eager
-// steps used: whatever the step keeps from them (DDP's gradient accumulators remember the stream
-// they were created on, and the default stream cannot wait on a capture) then belongs to the
-// capture. Nothing on a CPU device.
-class CapturableStreamScope {
- public:
-  explicit CapturableStreamScope(torch::Device device);
-  ~CapturableStreamScope();
-  CapturableStreamScope(const CapturableStreamScope&) = delete;
-  CapturableStreamScope& operator=(const CapturableStreamScope&) = delete;
-
- private:
-  struct State;  // the stream guard
-  std::unique_ptr<State> state_;
-};
-
 class CapturedGraph {
  public:
   // The captured computation: the static inputs in, one output tensor out.

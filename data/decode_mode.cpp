@@ -51,6 +51,10 @@ DecodeMode ParseDecodeMode(const std::string& text) {
   throw BadInputError(fmt::format("--decode '{}' is not one of: cpu, gpu, auto", text));
 }
 
+bool MayDecodeOnGpu(DecodeMode mode, bool cuda_device, bool data_parallel) {
+  return mode != DecodeMode::kCpu && cuda_device && !data_parallel;
+}
+
 DecodeChoice ChooseDecoder(DecodeMode mode, const DecodeCircumstances& circumstances) {
   if (mode == DecodeMode::kCpu) return DecodeChoice{false, "cpu (--decode cpu)"};
   const std::string why_not = WhyNotGpu(circumstances);

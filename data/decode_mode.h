@@ -18,6 +18,12 @@ enum class DecodeMode { kCpu, kGpu, kAuto };
 // Throws BadInputError for anything but cpu, gpu or auto.
 DecodeMode ParseDecodeMode(const std::string& text);
 
+// Whether a run may decode on the GPU, as far as its flags tell before its data are opened:
+// --decode gpu or auto, with the batches going to one CUDA device (not --mode dp). What must be
+// settled before the decoder is chosen is settled by it: CUDA's work queues
+// (worker/cuda_work_queues.h), the step's stream priority (cuda/step_stream.h).
+bool MayDecodeOnGpu(DecodeMode mode, bool cuda_device, bool data_parallel);
+
 struct DecodeChoice {
   bool gpu = false;
   std::string why;  // for the start-up table, e.g. "gpu (nvJPEG 13.0.1, ...)" or "cpu (--decode auto: ...)"

@@ -78,7 +78,7 @@ class NcclWork : public CollectiveWork {
 class NcclCommunicator : public Communicator {
  public:
   NcclCommunicator(const std::string& unique_id, int rank, int size, int device, std::chrono::milliseconds timeout,
-                   int max_ctas)
+                   const NcclOptions& options)
       : rank_(rank), size_(size), device_(device), timeout_(timeout) {
     ncclUniqueId id;
     if (unique_id.size() != sizeof(id.internal)) {
@@ -87,9 +87,12 @@ class NcclCommunicator : public Communicator {
     std::copy(unique_id.begin(), unique_id.end(), id.internal);
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    if (max_ctas > 0) config.maxCTAs = max_ctas;
+    if (options.max_ctas > 0) config.maxCTAs = options.max_ctas;
     MGPU_NCCL_CHECK(ncclCommInitRankConfig(&comm_, size_, id, rank_, &config), nullptr);
-    MGPU_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    int least_priority = 0, greatest_priority = 0;
+    MGPU_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
+    MGPU_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking,
+                                                 options.high_priority_stream ? greatest_priority : least_priority));
     watchdog_ = std::thread([this] { WatchdogLoop(); });
   }
 
@@ -386,8 +389,8 @@ std::string NewNcclUniqueId() {
 }
 
 std::unique_ptr<Communicator> MakeNcclCommunicator(const std::string& unique_id, int rank, int size, int device_index,
-                                                   std::chrono::milliseconds timeout, int max_ctas) {
-  return std::make_unique<NcclCommunicator>(unique_id, rank, size, device_index, timeout, max_ctas);
+                                                   std::chrono::milliseconds timeout, const NcclOptions& options) {
+  return std::make_unique<NcclCommunicator>(unique_id, rank, size, device_index, timeout, options);
 }
 
 }  // namespace mgpu

@@ -72,7 +72,7 @@ c10::intrusive_ptr<c10d::TCPStore> OpenStoreOverMpi(const WorldInfo& world, std:
 std::string DefaultBackend(const torch::Device& device) { return device.is_cuda() ? "nccl" : "gloo"; }
 
 RendezvousResult Rendezvous(const WorldInfo& world, const std::string& backend, const torch::Device& device,
-                            std::chrono::milliseconds timeout, int nccl_max_ctas) {
+                            std::chrono::milliseconds timeout, const NcclOptions& nccl) {
   RendezvousResult result;
   if (backend == "mpi") {
     if (!StartedByMpirun(world)) {
@@ -99,7 +99,7 @@ RendezvousResult Rendezvous(const WorldInfo& world, const std::string& backend, 
   if (backend == "nccl" && mpirun) {
     std::string id = world.rank == 0 ? NewNcclUniqueId() : std::string();
     MpiBroadcastBytes(id);
-    result.communicator = MakeNcclCommunicator(id, world.rank, world.world_size, device.index(), timeout, nccl_max_ctas);
+    result.communicator = MakeNcclCommunicator(id, world.rank, world.world_size, device.index(), timeout, nccl);
     result.description = fmt::format("nccl on cuda:{}, unique id sent with MPI_Bcast", device.index());
     return result;
   }
@@ -123,7 +123,7 @@ RendezvousResult Rendezvous(const WorldInfo& world, const std::string& backend, 
     const std::vector<uint8_t> bytes = store->get("mgpu/nccl-unique-id");
     id.assign(bytes.begin(), bytes.end());
   }
-  result.communicator = MakeNcclCommunicator(id, world.rank, world.world_size, device.index(), timeout, nccl_max_ctas);
+  result.communicator = MakeNcclCommunicator(id, world.rank, world.world_size, device.index(), timeout, nccl);
   result.description = fmt::format("nccl on cuda:{}, unique id through the TCPStore at {}:{}", device.index(), host, port);
   return result;
 #else

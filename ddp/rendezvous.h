@@ -14,6 +14,7 @@
 #include <torch/torch.h>
 
 #include "ddp/communicator.h"
+#include "ddp/nccl_communicator.h"
 #include "ddp/world.h"
 
 namespace mgpu {
@@ -25,10 +26,10 @@ struct RendezvousResult {
 
 // `world.source` decides the bootstrap (Open MPI's environment → MPI). Throws BadInputError for
 // an impossible combination (mpi without mpirun, nccl on a CPU device, a taken master port)
-// and CollectiveError when the ranks do not meet within `timeout`. `nccl_max_ctas`: see
-// MakeNcclCommunicator (ignored by the other backends).
+// and CollectiveError when the ranks do not meet within `timeout`. `nccl`: see
+// ddp/nccl_communicator.h (ignored by the other backends).
 RendezvousResult Rendezvous(const WorldInfo& world, const std::string& backend, const torch::Device& device,
-                            std::chrono::milliseconds timeout, int nccl_max_ctas);
+                            std::chrono::milliseconds timeout, const NcclOptions& nccl);
 
 // The backend to use when --backend is auto: nccl on GPUs, gloo on CPUs.
 std::string DefaultBackend(const torch::Device& device);

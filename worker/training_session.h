@@ -48,7 +48,7 @@
 namespace mgpu {
 
 class BatchSource;
-class CapturableStreamScope;
+class StepStreamScope;
 class DataParallelEngine;
 class DistributedDataParallel;
 class GpuJpegBatches;
@@ -105,6 +105,7 @@ class TrainingSession {
 
   // Set-up, in this order (training_session_setup.cpp).
   void CheckBatchFitsWorld();
+  void OpenStepStream();
   void SetUpNumerics();
   void OpenData();
   void BuildModel();
@@ -152,8 +153,8 @@ class TrainingSession {
   const TestFaults& faults_;
   const Clock::time_point run_start_;
   const bool ddp_;
-  // A graphed DDP step is captured on the stream its eager steps ran on (captured_graph.h).
-  std::unique_ptr<CapturableStreamScope> capturable_stream_;
+  // The steps' stream where it is not the default one (cuda/step_stream.h says when), else null.
+  std::unique_ptr<StepStreamScope> step_stream_;
   RankGroup ranks_;
   const CollectiveWatch collective_watch_;  // heartbeats name a collective this rank waits in
   int64_t micro_batch_ = 0;                 // per rank: the global batch / ranks / grad_accum

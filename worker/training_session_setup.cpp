@@ -8,6 +8,7 @@
 #include "common/files.h"
 #include "common/status.h"
 #include "cuda/captured_graph.h"
+#include "cuda/step_stream.h"
 #include "data/decode_mode.h"
 #include "data/device_prefetcher.h"
 #include "data/device_resident_batches.h"
@@ -61,7 +62,7 @@ TrainingSession::TrainingSession(const TrainConfig& config, const WorldInfo& wor
       ranks_(communicator, device),
       collective_watch_(communicator) {
   CheckBatchFitsWorld();
-  if (ddp_ && config_.cuda_graphs) capturable_stream_ = std::make_unique<CapturableStreamScope>(device_);
+  OpenStepStream();
   SetUpNumerics();
   OpenData();
   BuildModel();
@@ -238,6 +239,12 @@ void TrainingSession::PlanScheduleAndCheckpoints() {
   }
 }
 
+void TrainingSession::OpenStepStream() {
+  const bool high_priority = MayDecodeOnGpu(ParseDecodeMode(config_.decode), device_.is_cuda(), config_.mode == Mode::kDp);
+  if (!high_priority && !(ddp_ && config_.cuda_graphs)) return;
+  step_stream_ = std::make_unique<StepStreamScope>(device_, high_priority ? StreamPriority::kHigh : StreamPriority::kDefault);
+}
+
 void TrainingSession::ResumeFromCheckpoint() {
   if (config_.resume.empty()) return;
   const std::string path = ResolveResumePath(config_.resume);
@@ -274,9 +281,12 @@ void TrainingSession::LogStartup() {
       : !loader_ ? std::string()
       : loader_->options().pixels == BatchPixels::kRaw ? "; batches copied as uint8, normalized on the device"
                                                        : "; batches normalized on the CPU";
-  const std::string decode = gpu_decoder_ ? fmt::format("{}: {}; device memory <= {} MiB", decode_why_,
-                                                        gpu_decoder_->Describe(), gpu_decoder_->MemoryBoundBytes() >> 20)
-                                          : decode_why_;
+  const bool step_first = step_stream_ && step_stream_->priority() == StreamPriority::kHigh;
+  const std::string decode =
+      (gpu_decoder_ ? fmt::format("{}: {}; device memory <= {} MiB", decode_why_, gpu_decoder_->Describe(),
+                                  gpu_decoder_->MemoryBoundBytes() >> 20)
+                    : decode_why_) +
+      (step_first ? "; the step's stream at high priority" : "");
   const std::string dtypes = fmt::format(
       "{} / {}", c10::toString(ModelDtype(precision_)),
       AutocastDtype(precision_) ? c10::toString(*AutocastDtype(precision_)) : "off");

@@ -154,9 +154,13 @@ void JoinJob(TrainConfig& config, const WorldInfo& world, const std::string& giv
   }
   if (config.mode != Mode::kDdp) return;
   const std::string backend = config.backend == "auto" ? DefaultBackend(joined.device) : config.backend;
+  NcclOptions nccl;
+  nccl.max_ctas = static_cast<int>(config.nccl_max_ctas);
+  // Above the step's stream where that is at high priority (cuda/step_stream.h).
+  nccl.high_priority_stream = MayDecodeOnGpu(ParseDecodeMode(config.decode), joined.device.is_cuda(), false);
   RendezvousResult ranks = Rendezvous(world, backend, joined.device,
                                       std::chrono::milliseconds(static_cast<int64_t>(config.collective_timeout * 1000)),
-                                      static_cast<int>(config.nccl_max_ctas));
+                                      nccl);
   joined.communicator = std::move(ranks.communicator);
   joined.rendezvous = ranks.description;
   config.out = AgreeOnFolder(*joined.communicator, config.out, joined.device);
@@ -223,8 +227,9 @@ int main(int argc, char** argv) {
   if (config.out.empty()) config.out = DefaultOutputFolder(config);
   JoinedJob joined;
   // Before JoinJob's first CUDA call (worker/cuda_work_queues.h).
-  const WorkQueuesChoice work_queues = ChooseWorkQueues(
-      config.device != "cpu" && ParseDecodeMode(config.decode) != DecodeMode::kCpu, ProcessEnvironment());
+  const WorkQueuesChoice work_queues =
+      ChooseWorkQueues(MayDecodeOnGpu(ParseDecodeMode(config.decode), config.device != "cpu", config.mode == Mode::kDp),
+                       ProcessEnvironment());
   ApplyWorkQueues(work_queues);
   joined.work_queues = work_queues.note;
   try {

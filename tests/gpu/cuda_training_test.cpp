@@ -1,6 +1,7 @@
 // GPU checks: skipped, saying so, on machines without a CUDA device.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <set>
 #include <string>
@@ -9,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "data/nvjpeg_library.h"
+#include "tests/support/image_files.h"
 #include "tests/support/test_support.h"
 #include "worker/deferred_rows.h"
 
@@ -142,6 +145,46 @@ TEST(CudaDdp, NcclOnTwoGpusMatchesOneGpuWithTheGlobalBatch) {
   const auto& phases = ddp["epochs_detail"][0]["phase_seconds"];
   EXPECT_GT(phases["collectives_total"].get<double>(), 0);
   EXPECT_GE(phases["exposed_comm"].get<double>(), 0);
+}
+
+// The same from JPEGs decoded on the GPU (--decode gpu), where the steps and the collectives run on
+// streams of CUDA's greatest priority beside the decode's (cuda/step_stream.h). The loader threads
+// decode nothing (--cpu-assist false), so both runs see nvJPEG's pixels for every sample.
+TEST(CudaDdp, NcclOnTwoGpusFromJpegsDecodedOnTheGpuMatchesOneGpuWithTheGlobalBatch) {
+  if (torch::cuda::device_count() < 2) GTEST_SKIP() << "fewer than 2 CUDA devices: NCCL DDP test skipped";
+  if (const std::string why = WhyNoNvjpeg(); !why.empty()) GTEST_SKIP() << "no nvJPEG: " << why;
+  TempDir dir;
+  WriteColourImageFolder(dir / "jpegs", ColourSetOptions{4, 80, 8, 40, 120, 5});  // 320: 5 batches of 64
+  const std::vector<std::string> common = {
+      "--dataset", "imagefolder", "--data-dir", dir / "jpegs", "--data-loading", "stream", "--decode", "gpu",
+      "--cpu-assist", "false", "--augment", "rrc-flip", "--image-size", "32", "--resize", "32", "--model", "lenet",
+      "--num-workers", "2", "--optimizer", "sgd", "--lr", "0.05", "--seed", "4", "--max-steps", "12", "--epochs", "3",
+      "--batch-size", "64"};
+  std::vector<std::string> single = {MGPU_WORKER_BIN, "--device", "cuda:0", "--out", dir / "single"};
+  single.insert(single.end(), common.begin(), common.end());
+  CommandResult reference = RunCommand(single);
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+
+  const int port = FreeLocalPort();
+  std::vector<std::unique_ptr<BackgroundCommand>> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<std::string> argv = {MGPU_WORKER_BIN, "--mode", "ddp", "--backend", "nccl", "--out", dir / "ddp"};
+    argv.insert(argv.end(), common.begin(), common.end());
+    std::vector<std::string> environment = TorchrunEnvironment(rank, 2, port);
+    environment.push_back("NCCL_NVLS_ENABLE=0");
+    ranks.push_back(std::make_unique<BackgroundCommand>(argv, environment));
+  }
+  for (auto& rank : ranks) {
+    CommandResult result = rank->Wait();
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+  }
+  const auto ddp = nlohmann::json::parse(ReadText(dir / "ddp/summary.json"));
+  const auto one = nlohmann::json::parse(ReadText(dir / "single/summary.json"));
+  EXPECT_GT(ddp["gpu_decode"]["images"].get<int64_t>(), 0);
+  EXPECT_EQ(ddp["rank_param_checksums"][0], ddp["rank_param_checksums"][1]);
+  EXPECT_NEAR(ddp["param_checksum"].get<double>(), one["param_checksum"].get<double>(),
+              1e-4 * std::abs(one["param_checksum"].get<double>()));
+  EXPECT_NE(ReadText(dir / "ddp/logs/rank-0.log").find("the step's stream at high priority"), std::string::npos);
 }
 
 // What a failed rank says as it lets go of its peers (ddp/nccl_communicator.cpp).

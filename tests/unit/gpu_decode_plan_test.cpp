@@ -210,6 +210,14 @@ TEST(ParseDecodeMode, TakesCpuGpuAutoAndRefusesOthers) {
 
 // In a child process (libnvjpeg is opened once per process): a library that is not there is
 // named, with how to install it, whether this build has nvJPEG's header or not.
+TEST(MayDecodeOnGpu, OnlyGpuOrAutoWithOneCudaDeviceOutsideModeDp) {
+  EXPECT_TRUE(MayDecodeOnGpu(DecodeMode::kGpu, /*cuda_device=*/true, /*data_parallel=*/false));
+  EXPECT_TRUE(MayDecodeOnGpu(DecodeMode::kAuto, true, false));
+  EXPECT_FALSE(MayDecodeOnGpu(DecodeMode::kCpu, true, false));
+  EXPECT_FALSE(MayDecodeOnGpu(DecodeMode::kGpu, /*cuda_device=*/false, false));
+  EXPECT_FALSE(MayDecodeOnGpu(DecodeMode::kAuto, true, /*data_parallel=*/true));
+}
+
 TEST(WhyNoNvjpeg, NamesTheMissingLibraryAndHowToInstallIt) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
