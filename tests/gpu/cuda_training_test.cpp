@@ -108,16 +108,11 @@ namespace {
 
 using namespace mgpu::testing;
 
-// DDP over NCCL on two GPUs trains to the parameters of one GPU with the global batch (up to
-// the GPUs' non-deterministic summation order), and every rank ends with the same parameters.
-TEST(CudaDdp, NcclOnTwoGpusMatchesOneGpuWithTheGlobalBatch) {
-  if (torch::cuda::device_count() < 2) GTEST_SKIP() << "fewer than 2 CUDA devices: NCCL DDP test skipped";
-  TempDir dir;
-  WriteTinyMnistLike(dir / "data", 1280, 200);
-  const std::vector<std::string> common = {"--data-dir", dir / "data", "--optimizer", "sgd", "--lr", "0.05",
-                                           "--seed", "4", "--max-steps", "30", "--epochs", "5", "--batch-size", "64"};
+// Trains with `flags` on cuda:0 into dir/single, then as two NCCL DDP ranks on cuda:0 and cuda:1
+// (torchrun's environment) into dir/ddp; fails the test where any of them fails.
+void TrainOnOneGpuAndOnTwo(const TempDir& dir, const std::vector<std::string>& flags) {
   std::vector<std::string> single = {MGPU_WORKER_BIN, "--device", "cuda:0", "--out", dir / "single"};
-  single.insert(single.end(), common.begin(), common.end());
+  single.insert(single.end(), flags.begin(), flags.end());
   CommandResult reference = RunCommand(single);
   ASSERT_EQ(reference.exit_code, 0) << reference.output;
 
@@ -125,7 +120,7 @@ TEST(CudaDdp, NcclOnTwoGpusMatchesOneGpuWithTheGlobalBatch) {
   std::vector<std::unique_ptr<BackgroundCommand>> ranks;
   for (int rank = 0; rank < 2; ++rank) {
     std::vector<std::string> argv = {MGPU_WORKER_BIN, "--mode", "ddp", "--backend", "nccl", "--out", dir / "ddp"};
-    argv.insert(argv.end(), common.begin(), common.end());
+    argv.insert(argv.end(), flags.begin(), flags.end());
     std::vector<std::string> environment = TorchrunEnvironment(rank, 2, port);
     environment.push_back("NCCL_NVLS_ENABLE=0");
     ranks.push_back(std::make_unique<BackgroundCommand>(argv, environment));
@@ -134,6 +129,17 @@ TEST(CudaDdp, NcclOnTwoGpusMatchesOneGpuWithTheGlobalBatch) {
     CommandResult result = rank->Wait();
     ASSERT_EQ(result.exit_code, 0) << result.output;
   }
+}
+
+// DDP over NCCL on two GPUs trains to the parameters of one GPU with the global batch (up to
+// the GPUs' non-deterministic summation order), and every rank ends with the same parameters.
+TEST(CudaDdp, NcclOnTwoGpusMatchesOneGpuWithTheGlobalBatch) {
+  if (torch::cuda::device_count() < 2) GTEST_SKIP() << "fewer than 2 CUDA devices: NCCL DDP test skipped";
+  TempDir dir;
+  WriteTinyMnistLike(dir / "data", 1280, 200);
+  const std::vector<std::string> common = {"--data-dir", dir / "data", "--optimizer", "sgd", "--lr", "0.05",
+                                           "--seed", "4", "--max-steps", "30", "--epochs", "5", "--batch-size", "64"};
+  ASSERT_NO_FATAL_FAILURE(TrainOnOneGpuAndOnTwo(dir, common));
   const auto ddp = nlohmann::json::parse(ReadText(dir / "ddp/summary.json"));
   const auto one = nlohmann::json::parse(ReadText(dir / "single/summary.json"));
   EXPECT_EQ(ddp["backend"], "nccl");
@@ -148,8 +154,8 @@ TEST(CudaDdp, NcclOnTwoGpusMatchesOneGpuWithTheGlobalBatch) {
 }
 
 // The same from JPEGs decoded on the GPU (--decode gpu), where the steps and the collectives run on
-// streams of CUDA's greatest priority beside the decode's (cuda/step_stream.h). The loader threads
-// decode nothing (--cpu-assist false), so both runs see nvJPEG's pixels for every sample.
+// high-priority streams beside the decode's (cuda/step_stream.h). The loader threads decode
+// nothing (--cpu-assist false), so both runs see nvJPEG's pixels for every sample.
 TEST(CudaDdp, NcclOnTwoGpusFromJpegsDecodedOnTheGpuMatchesOneGpuWithTheGlobalBatch) {
   if (torch::cuda::device_count() < 2) GTEST_SKIP() << "fewer than 2 CUDA devices: NCCL DDP test skipped";
   if (const std::string why = WhyNoNvjpeg(); !why.empty()) GTEST_SKIP() << "no nvJPEG: " << why;
@@ -160,24 +166,7 @@ TEST(CudaDdp, NcclOnTwoGpusFromJpegsDecodedOnTheGpuMatchesOneGpuWithTheGlobalBat
       "--cpu-assist", "false", "--augment", "rrc-flip", "--image-size", "32", "--resize", "32", "--model", "lenet",
       "--num-workers", "2", "--optimizer", "sgd", "--lr", "0.05", "--seed", "4", "--max-steps", "12", "--epochs", "3",
       "--batch-size", "64"};
-  std::vector<std::string> single = {MGPU_WORKER_BIN, "--device", "cuda:0", "--out", dir / "single"};
-  single.insert(single.end(), common.begin(), common.end());
-  CommandResult reference = RunCommand(single);
-  ASSERT_EQ(reference.exit_code, 0) << reference.output;
-
-  const int port = FreeLocalPort();
-  std::vector<std::unique_ptr<BackgroundCommand>> ranks;
-  for (int rank = 0; rank < 2; ++rank) {
-    std::vector<std::string> argv = {MGPU_WORKER_BIN, "--mode", "ddp", "--backend", "nccl", "--out", dir / "ddp"};
-    argv.insert(argv.end(), common.begin(), common.end());
-    std::vector<std::string> environment = TorchrunEnvironment(rank, 2, port);
-    environment.push_back("NCCL_NVLS_ENABLE=0");
-    ranks.push_back(std::make_unique<BackgroundCommand>(argv, environment));
-  }
-  for (auto& rank : ranks) {
-    CommandResult result = rank->Wait();
-    ASSERT_EQ(result.exit_code, 0) << result.output;
-  }
+  ASSERT_NO_FATAL_FAILURE(TrainOnOneGpuAndOnTwo(dir, common));
   const auto ddp = nlohmann::json::parse(ReadText(dir / "ddp/summary.json"));
   const auto one = nlohmann::json::parse(ReadText(dir / "single/summary.json"));
   EXPECT_GT(ddp["gpu_decode"]["images"].get<int64_t>(), 0);
