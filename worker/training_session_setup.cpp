@@ -239,10 +239,13 @@ void TrainingSession::PlanScheduleAndCheckpoints() {
   }
 }
 
+// Before DDP is built: its gradient accumulators remember the stream they were made on (cuda/step_stream.h).
 void TrainingSession::OpenStepStream() {
-  const bool high_priority = MayDecodeOnGpu(ParseDecodeMode(config_.decode), device_.is_cuda(), config_.mode == Mode::kDp);
-  if (!high_priority && !(ddp_ && config_.cuda_graphs)) return;
-  step_stream_ = std::make_unique<StepStreamScope>(device_, high_priority ? StreamPriority::kHigh : StreamPriority::kDefault);
+  const bool ahead_of_decode =
+      MayDecodeOnGpu(ParseDecodeMode(config_.decode), device_.is_cuda(), config_.mode == Mode::kDp);
+  if (!ahead_of_decode && !(ddp_ && config_.cuda_graphs)) return;
+  step_stream_ =
+      std::make_unique<StepStreamScope>(device_, ahead_of_decode ? StreamPriority::kHigh : StreamPriority::kDefault);
 }
 
 void TrainingSession::ResumeFromCheckpoint() {
