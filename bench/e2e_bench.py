@@ -6,6 +6,7 @@ every GPU of the host.
     python3 bench/e2e_bench.py --build BUILD [--out DIR] [--models resnet50,resnet18] [--worlds 1,N]
         [--workers W] [--data-dir DIR] [--images N] [--bench-python PY] [--run-timeout S]
         [--mgpu-flags "..."] [--e2e-flags "..."] [--no-pytorch] [--no-gpu-decode]
+        [--synthetic-from E2E_BENCH_JSON]
 
 Data: a folder of --images JPEGs from bench/make_jpeg_folder.py, made once and kept in
 --data-dir (default $MGPU_CACHE/bench-e2e/jpeg-<images>, MGPU_CACHE defaulting to ~/.cache/mgpu),
@@ -28,6 +29,9 @@ driver saw it (device completion, polled every 10 ms) and metrics.csv's own rate
 time, no gaps). (The rate from two run lengths, which needed a second process per row, swung by
 start-up's seconds at these lengths: 61% and 251% of synthetic where metrics.csv read 86% and 97%.)
 The data-wait share is metrics.csv's data_wait_seconds over step_seconds after the warm-up.
+--synthetic-from takes the synthetic rows of an earlier e2e-bench.json from this machine and build
+(run_all.sh's e2e step, for gpu_decode_bench.sh) where model, world, batch and --mgpu-flags match,
+instead of measuring them again, and then skips the warm-up run (the machine is warm).
 PyTorch: bench/e2e_reference.py, timed from the first step after the warm-up that waited for its
 batch (before it, the DataLoader hands out the batches its workers built ahead during start-up;
 see there) (needs torchvision:
@@ -234,8 +238,12 @@ def mgpu_rows(args, model, world, workers):
     runs = [(CPU_DECODE_ROW, "e2e", stream)]
     if gpu_decode_row_wanted(args):
         runs.append((GPU_DECODE_ROW, "e2e-decode-gpu", stream + ["--decode", "gpu"]))
-    runs.append(("mgpu synthetic", "synthetic", synthetic))
     rows = {}
+    reused = args.synthetic_rows.get((model, world))
+    if reused:
+        rows["mgpu synthetic"] = reused
+    else:
+        runs.append(("mgpu synthetic", "synthetic", synthetic))
     for kind, suffix, flags in runs:
         name = f"{model}-x{world}-{suffix}"
         row = mgpu_run(args, name, common + flags + ["--channels-last", "true"], world)
@@ -244,6 +252,29 @@ def mgpu_rows(args, model, world, workers):
             row["note"] = "without --channels-last (this mode refused it)"
         rows[kind] = row
     return rows
+
+
+def earlier_synthetic_rows(path, mgpu_flags):
+    """{(model, world): row} of the "mgpu synthetic" rows in an earlier e2e-bench.json, where its
+    batch per GPU and --mgpu-flags are this run's; {} (and a warning) where the file does not fit."""
+    try:
+        with open(path) as f:
+            earlier = json.load(f)
+        meta = earlier["meta"]
+    except (OSError, ValueError, KeyError) as e:
+        print(f"warning: --synthetic-from {path}: {e.__class__.__name__} ({e}); measuring synthetic here", flush=True)
+        return {}
+    if meta.get("steps", {}).get("batch_per_gpu") != BATCH or meta.get("mgpu_flags") != mgpu_flags:
+        print(f"warning: --synthetic-from {path}: its batch or --mgpu-flags differ; measuring synthetic here", flush=True)
+        return {}
+    found = {}
+    for row in earlier.get("e2e", []):
+        synthetic = row.get("mgpu synthetic", {})
+        if "images_per_second" in synthetic:
+            note = f"from {recorded_path(path)} (its run at {row['workers']} workers/GPU)"
+            found[(row["model"], row["world"])] = dict(synthetic, note="; ".join(filter(None, [synthetic.get("note"),
+                                                                                              note])))
+    return found
 
 
 def floor_percent(share):
@@ -367,6 +398,8 @@ def main():
                         "gpu_decode_bench.sh")
     parser.add_argument("--no-gpu-decode", action="store_true", help="leave out the row that decodes the JPEGs "
                         "with nvJPEG (--decode gpu) beside the CPU loader's")
+    parser.add_argument("--synthetic-from", default="", help="an e2e-bench.json of an earlier run on this machine "
+                        "and build: its synthetic rows instead of measuring them again (gpu_decode_bench.sh)")
     args = parser.parse_args()
     models = args.models.split(",")
     if not set(models) <= {"resnet50", "resnet18"}:
@@ -399,7 +432,9 @@ def main():
         raise SystemExit(f"e2e_bench.py: {error}")
     args.images = folder_images(args.data_dir)
     cores = os.cpu_count() or 1
-    warm_up(args)
+    args.synthetic_rows = earlier_synthetic_rows(args.synthetic_from, args.mgpu_flags) if args.synthetic_from else {}
+    if not args.synthetic_rows:
+        warm_up(args)
     rows = []
     for model in models:
         for world in worlds:

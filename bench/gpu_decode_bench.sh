@@ -8,13 +8,17 @@
 #      ResNet-50 with 2, --decode gpu, one GPU and all GPUs -> OUT_DIR/e2e-resnet18-w4/ and
 #      OUT_DIR/e2e-resnet50-w2/ (their e2e-bench.json holds the synthetic rate beside);
 #   3. OUT_DIR/gpu-decode.json: both, for bench/targets.py (issue 40's targets).
-#   bash bench/gpu_decode_bench.sh BUILD_DIR OUT_DIR PYTHON
+#   bash bench/gpu_decode_bench.sh BUILD_DIR OUT_DIR PYTHON [E2E_BENCH_JSON]
+# E2E_BENCH_JSON: the e2e step's results on this machine and build (run_all.sh passes them): their
+# synthetic rows stand for this script's instead of being measured again (e2e_bench.py --synthetic-from).
 # PYTHON needs numpy and Pillow once, to generate the JPEG folder (bench/make_jpeg_folder.py);
 # e2e_bench.py's own Python is MGPU_BENCH_PYTHON, as in bench/run_all.sh.
 set -euo pipefail
 BUILD=${1:?"usage: bash bench/gpu_decode_bench.sh BUILD_DIR OUT_DIR PYTHON"}
 OUT=${2:?"usage: bash bench/gpu_decode_bench.sh BUILD_DIR OUT_DIR PYTHON"}
-PYTHON=${3:?"usage: bash bench/gpu_decode_bench.sh BUILD_DIR OUT_DIR PYTHON"}
+PYTHON=${3:?"usage: bash bench/gpu_decode_bench.sh BUILD_DIR OUT_DIR PYTHON [E2E_BENCH_JSON]"}
+synthetic_from=()
+if [ -s "${4:-}" ]; then synthetic_from=(--synthetic-from "$4"); fi
 HERE=$(cd "$(dirname "$0")" && pwd)
 # The end-to-end step's folder (bench/e2e_bench.py's default, sized by the host's GPUs) when one
 # exists: one folder, made once.
@@ -41,9 +45,9 @@ if [ -f "$HERE/e2e_bench.py" ]; then
   # Issue 40's targets compare with synthetic only: PyTorch's rows at these worker counts (minutes of its
   # DataLoader at 2-4 workers) are left out; the e2e step measures PyTorch beside mgpu.
   "$PYTHON" "$HERE/e2e_bench.py" --build "$BUILD" --out "$OUT/e2e-resnet18-w4" --models resnet18 --workers 4 \
-    --e2e-flags "--decode gpu" --no-pytorch --run-timeout 240 || true
+    --e2e-flags "--decode gpu" --no-pytorch --run-timeout 240 "${synthetic_from[@]}" || true
   "$PYTHON" "$HERE/e2e_bench.py" --build "$BUILD" --out "$OUT/e2e-resnet50-w2" --models resnet50 --workers 2 \
-    --e2e-flags "--decode gpu" --no-pytorch --run-timeout 240 || true
+    --e2e-flags "--decode gpu" --no-pytorch --run-timeout 240 "${synthetic_from[@]}" || true
 fi
 "$PYTHON" - "$OUT" <<'PY'
 import json, os, sys

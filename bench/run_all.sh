@@ -139,8 +139,10 @@ if [ "$GPUS" -ge 2 ]; then
   step launcher launcher-bench.json "$PYTHON" "$HERE/launcher_bench.py" --build "$BUILD" --out "$OUT/launcher" \
     --gpus 2 --repeats 1
 fi
-# Issue 40's --decode gpu rows (decode only, and end to end at 4 and 2 threads per GPU).
-step gpu-decode gpu-decode.json bash "$HERE/gpu_decode_bench.sh" "$BUILD" "$OUT/gpu-decode" "$PYTHON"
+# Issue 40's --decode gpu rows (decode only, and end to end at 4 and 2 threads per GPU), against the
+# e2e step's synthetic rates where it ran.
+step gpu-decode gpu-decode.json bash "$HERE/gpu_decode_bench.sh" "$BUILD" "$OUT/gpu-decode" "$PYTHON" \
+  "$OUT/e2e/e2e-bench.json"
 # The loader alone (CPU), on the end-to-end step's JPEG folder where it is there.
 CACHE=${MGPU_CACHE:-$HOME/.cache/mgpu}
 for folder in "$CACHE"/bench-e2e/jpeg-*/; do
