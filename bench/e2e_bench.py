@@ -56,6 +56,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from ports import free_port  # noqa: E402
 from results_folder import default_results_folder, recorded_command, recorded_path  # noqa: E402
+from run_rate import elapsed_throughput, log_every_for, measured_throughput  # noqa: E402
 
 BATCH = 256  # per GPU
 WARMUP = 15  # steps before the measured ones
@@ -190,8 +191,6 @@ def data_wait_share(out):
 
 def mgpu_run(args, name, base_flags, world):
     """One mgpu configuration's run: the row's measurements, or an error."""
-    from gpu_bench import elapsed_throughput, log_every_for, measured_throughput  # import torch: only where a row runs
-
     steps = long_steps(args.images, world)
     out = os.path.join(args.out, name)
     cmd = [os.path.join(args.build, "bin", "mgpu-worker"), *base_flags, "--batch-size", str(BATCH * world),

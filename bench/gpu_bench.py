@@ -15,10 +15,8 @@ docs/BENCHMARKS.md, with each multi-GPU row's scaling efficiency against the sam
 one-GPU row.
 """
 import argparse
-import csv
 import datetime
 import json
-import math
 import os
 import platform
 import subprocess
@@ -32,42 +30,7 @@ sys.path.insert(0, HERE)
 from ports import free_port  # noqa: E402
 from reference_train import INPUT_SHAPE  # noqa: E402  (the one table of input shapes, shared)
 from results_folder import default_results_folder, recorded_command  # noqa: E402
-
-
-def log_every_for(warmup, steps):
-    """A --log-every whose rows end exactly at the warm-up's last step, so that no measured row
-    holds a warm-up step (mgpu's rows cost no device synchronization, so small values are free)."""
-    return max(math.gcd(warmup, steps), 1)
-
-
-def elapsed_throughput(out, warmup, global_batch):
-    """Images/s by the host's wall clock within one run: from metrics.csv's row at the warm-up's
-    last step to its last row (their elapsed_seconds), start-up left out by construction and all
-    that happens between steps kept; None where the run wrote no elapsed_seconds (an older
-    mgpu-worker) or no row after the warm-up."""
-    with open(os.path.join(out, "metrics.csv")) as f:
-        rows = list(csv.DictReader(f))
-    start = next((r for r in rows if int(r["step"]) == warmup), None)
-    if start is None or "elapsed_seconds" not in start or int(rows[-1]["step"]) <= warmup:
-        return None
-    seconds = float(rows[-1]["elapsed_seconds"]) - float(start["elapsed_seconds"])
-    return global_batch * (int(rows[-1]["step"]) - warmup) / seconds if seconds > 0 else None
-
-
-def measured_throughput(out, warmup, global_batch):
-    """(images/s, seconds per step, device seconds per phase per step) from a run's metrics.csv
-    rows after `warmup` steps; each row holds the mean of the steps since the previous row."""
-    with open(os.path.join(out, "metrics.csv")) as f:
-        every = list(csv.DictReader(f))
-    previous = {int(r["step"]): int(p["step"]) for p, r in zip([{"step": 0}] + every, every)}
-    rows = [r for r in every if previous[int(r["step"])] >= warmup]
-    steps_in = [int(r["step"]) - previous[int(r["step"])] for r in rows]
-    steps = max(sum(steps_in), 1)
-    seconds = sum(n * float(r["step_seconds"]) for n, r in zip(steps_in, rows))
-    phases = {k[:-len("_seconds")]: sum(n * float(r[k]) for n, r in zip(steps_in, rows)) / steps
-              for k in (rows[0].keys() if rows else []) if k in
-              ("input_seconds", "forward_seconds", "backward_seconds", "exposed_comm_seconds", "optimizer_seconds")}
-    return (global_batch * sum(steps_in) / seconds if seconds else 0.0), seconds / steps, phases
+from run_rate import log_every_for, measured_throughput  # noqa: E402
 
 
 def mgpu_run(args, model, precision, world, out, extra_flags=(), mode="ddp"):

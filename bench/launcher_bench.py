@@ -25,7 +25,8 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from gpu_bench import free_port, log_every_for, measured_throughput  # noqa: E402
+from ports import free_port  # noqa: E402
+from run_rate import log_every_for, measured_throughput  # noqa: E402
 from results_folder import default_results_folder, recorded_command  # noqa: E402
 
 ENV = dict(os.environ, NCCL_NVLS_ENABLE="0")

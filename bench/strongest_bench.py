@@ -34,6 +34,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from results_folder import default_results_folder, recorded_command  # noqa: E402
+from run_rate import elapsed_throughput, log_every_for, measured_throughput  # noqa: E402
 
 # Per model: batch, warm-up steps, mgpu's two run lengths (measured steps after the warm-up) and
 # PyTorch's replayed steps, each sized for a few seconds of GPU time on an H100 (the conv nets'
@@ -116,7 +117,6 @@ def gpu_memory_bytes():
 
 def mgpu_process(args, model, steps, out):
     """One mgpu-worker run of `steps` steps in mgpu's best configuration: (wall seconds, error)."""
-    from gpu_bench import log_every_for  # these import torch: only where a row runs
     from reference_train import INPUT_SHAPE
 
     plan = PLAN[model]
@@ -151,7 +151,6 @@ def mgpu_process(args, model, steps, out):
 def mgpu_row(args, model):
     """Two runs of mgpu's best configuration; images/s by the longer run's wall clock after its
     warm-up, the two runs' difference and metrics.csv's step times beside it."""
-    from gpu_bench import elapsed_throughput, measured_throughput
 
     plan = PLAN[model]
     wall = {}
