@@ -42,7 +42,6 @@ Targets: e2e >= 95% of mgpu's synthetic rate where the host has >= 12 cores per 
 >= 1.0x PyTorch on one GPU, >= 1.5x on 2+. Writes DIR/e2e-bench.json, prints a Markdown table.
 """
 import argparse
-import csv
 import datetime
 import json
 import math
@@ -56,7 +55,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from ports import free_port  # noqa: E402
 from results_folder import default_results_folder, recorded_command, recorded_path  # noqa: E402
-from run_rate import elapsed_throughput, log_every_for, measured_throughput  # noqa: E402
+from run_rate import elapsed_throughput, log_every_for, measured_throughput, waited_shares  # noqa: E402
 
 BATCH = 256  # per GPU
 WARMUP = 15  # steps before the measured ones
@@ -176,19 +175,6 @@ def launch_once(cmd, world, log_path, timeout, watch, port):
     return wall, None
 
 
-def data_wait_share(out):
-    """metrics.csv's data wait over step time, steps after the warm-up weighted by their count."""
-    with open(os.path.join(out, "metrics.csv")) as f:
-        rows = list(csv.DictReader(f))
-    wait = step = 0.0
-    for before, r in zip([{"step": 0}] + rows, rows):  # each row holds the mean of the steps since `before`
-        first, n = int(before["step"]), int(r["step"]) - int(before["step"])
-        if first >= WARMUP:
-            wait += n * float(r["data_wait_seconds"])
-            step += n * float(r["step_seconds"])
-    return wait / step if step else None
-
-
 def mgpu_run(args, name, base_flags, world):
     """One mgpu configuration's run: the row's measurements, or an error."""
     steps = long_steps(args.images, world)
@@ -207,7 +193,7 @@ def mgpu_run(args, name, base_flags, world):
         parameters = json.load(f).get("parameters")
     return {"images_per_second": rate, "parameters": parameters,
             "cpu_cores_used": span[1] / span[0] if span else None,
-            "data_wait_share": data_wait_share(out),
+            "data_wait_share": waited_shares(out, WARMUP)[1],
             "metrics_csv_images_per_second": measured_throughput(out, WARMUP, BATCH * world)[0],
             "rows_seen_images_per_second": BATCH * world * steps / span[0] if span else None,
             "wall_seconds": wall}

@@ -14,9 +14,10 @@
 # PYTHON needs numpy and Pillow once, to generate the JPEG folder (bench/make_jpeg_folder.py);
 # e2e_bench.py's own Python is MGPU_BENCH_PYTHON, as in bench/run_all.sh.
 set -euo pipefail
-BUILD=${1:?"usage: bash bench/gpu_decode_bench.sh BUILD_DIR OUT_DIR PYTHON"}
-OUT=${2:?"usage: bash bench/gpu_decode_bench.sh BUILD_DIR OUT_DIR PYTHON"}
-PYTHON=${3:?"usage: bash bench/gpu_decode_bench.sh BUILD_DIR OUT_DIR PYTHON [E2E_BENCH_JSON]"}
+usage="usage: bash bench/gpu_decode_bench.sh BUILD_DIR OUT_DIR PYTHON [E2E_BENCH_JSON]"
+BUILD=${1:?$usage}
+OUT=${2:?$usage}
+PYTHON=${3:?$usage}
 synthetic_from=()
 if [ -s "${4:-}" ]; then synthetic_from=(--synthetic-from "$4"); fi
 HERE=$(cd "$(dirname "$0")" && pwd)

@@ -1,8 +1,9 @@
 """The readers of a run's metrics.csv that the drivers share (no torch needed), and one run
 folder's in-run rate for quick measurements beside the drivers (A/B pairs, device scripts):
-images/s by the host's wall clock after the warm-up (elapsed_throughput: no start-up in it), metrics.csv's own rate (the steps' time), the share of the steps' time the device
-waited for its batch (the input phase) and the host waited for the loader (data wait), and for
-`--decode gpu` the share of images the CPU assist decoded.
+images/s by the host's wall clock after the warm-up (elapsed_throughput: no start-up in it),
+metrics.csv's own rate (the steps' time), the shares of the steps' time the device waited for its
+batch (the input phase) and the host waited for the loader (data wait), and for `--decode gpu`
+the share of images the CPU assist decoded.
 
     python3 bench/run_rate.py RUN_DIR [--warmup STEPS] [--synthetic IMAGES_PER_SECOND]
 
