@@ -25,6 +25,13 @@ const std::string& DdpCompressionName(DdpCompression compression) {
   return DdpCompressionNames()[static_cast<size_t>(compression)];
 }
 
+const std::vector<std::string>& NumaBindingNames() {
+  static const std::vector<std::string> names = {"none", "node", "socket", "exclusive", "core-complex"};
+  return names;
+}
+
+const std::string& NumaBindingName(NumaBinding binding) { return NumaBindingNames()[static_cast<size_t>(binding)]; }
+
 const std::vector<std::string>& SchedulerNames() {
   static const std::vector<std::string> names = {"none", "multistep", "cosine", "plateau"};
   return names;

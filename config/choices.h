@@ -1,6 +1,6 @@
 // Options whose values are a fixed set of names, parsed once, when the option is set
 // (config/train_config.h), into the enums the rest of the code tests: the execution mode, what a
-// non-finite loss does, DDP's gradient compression. Each enum's names are one list, in the enum's
+// non-finite loss does, DDP's gradient compression, the CPU binding. Each enum's names are one list, in the enum's
 // order; fmt prints a value as its name, so messages read as the flags were written.
 // Also the learning-rate schedules' names (optim/lr_scheduler.h).
 #pragma once
@@ -29,6 +29,14 @@ enum class DdpCompression { kNone, kFp16, kBf16 };
 const std::vector<std::string>& DdpCompressionNames();
 const std::string& DdpCompressionName(DdpCompression compression);
 
+// --numa-binding (torchrun's names and modes): which CPUs a rank's threads may run on, chosen by
+// where its GPU sits: none (all the process may use), node (the GPU's NUMA node), socket (the
+// node's sockets), exclusive (a share of the node's cores of its own), core-complex (one L3 cache
+// domain of the node). worker/numa_binding.h applies it.
+enum class NumaBinding { kNone, kNode, kSocket, kExclusive, kCoreComplex };
+const std::vector<std::string>& NumaBindingNames();
+const std::string& NumaBindingName(NumaBinding binding);
+
 // --scheduler: "none", "multistep", "cosine", "plateau" (optim/lr_scheduler.h).
 const std::vector<std::string>& SchedulerNames();
 
@@ -50,3 +58,5 @@ struct fmt::formatter<mgpu::OnNonfinite> : mgpu::EnumNameFormatter<mgpu::OnNonfi
 template <>
 struct fmt::formatter<mgpu::DdpCompression>
     : mgpu::EnumNameFormatter<mgpu::DdpCompression, mgpu::DdpCompressionName> {};
+template <>
+struct fmt::formatter<mgpu::NumaBinding> : mgpu::EnumNameFormatter<mgpu::NumaBinding, mgpu::NumaBindingName> {};

@@ -511,6 +511,11 @@ void AddPerformanceOptions(std::vector<OptionSpec>& o) {
   o.back().aliases = {"fused_kernels"};
   o.push_back(IntOption("threads", {}, &TrainConfig::threads, 0,
                         "intra-op CPU threads (0: LibTorch's default)"));
+  o.push_back(EnumOption("numa-binding", {"numa_binding"}, &TrainConfig::numa_binding, NumaBindingNames(),
+                         "CUDA: run this rank's threads on the CPUs near its GPU, as torchrun's --numa-binding: "
+                         "node (the GPU's NUMA node), socket (its sockets), exclusive (a share of the node's cores "
+                         "per rank there), core-complex (one L3 cache domain of the node); none: every CPU the "
+                         "process may use"));
   o.push_back(IntOption("eval-batch-size", {"eval_batch_size"}, &TrainConfig::eval_batch_size, 1,
                         "batch size for evaluation"));
   o.push_back(IntOption("eval-max-samples", {"eval_max_samples"}, &TrainConfig::eval_max_samples, 0,

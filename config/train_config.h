@@ -118,6 +118,7 @@ struct TrainConfig {
   // mgpu's own fused CUDA kernels where a model has them (models/fused_kernels.h), or ATen's.
   bool fused_kernels = true;
   int64_t threads = 0;          // intra-op CPU threads; 0: LibTorch's default; <= MaxIntraOpThreads()
+  NumaBinding numa_binding = NumaBinding::kNone;  // the CPUs near the rank's GPU (worker/numa_binding.h)
   int64_t eval_batch_size = 1000;
   int64_t eval_max_samples = 0;  // test images evaluated, spread over the test set; 0: all
 

@@ -23,6 +23,7 @@
 #include "models/model_factory.h"
 #include "worker/coordinator_client.h"
 #include "worker/cuda_work_queues.h"
+#include "worker/numa_binding.h"
 #include "worker/run_outputs.h"
 #include "worker/test_faults.h"
 #include "worker/train_config.h"
@@ -128,6 +129,7 @@ struct JoinedJob {
   std::string rendezvous;   // how the ranks joined, for the log
   std::string config_yaml;  // config.yaml's text: the precision that runs, under the name as given
   std::string work_queues;  // the log's line on CUDA's work queues (worker/cuda_work_queues.h), or ""
+  std::string cpu_binding;  // the log's line on --numa-binding (worker/numa_binding.h), or ""
 };
 
 // Settles `config` for the device (and, for DDP, rank 0's output folder). Throws; the caller
@@ -139,6 +141,8 @@ void JoinJob(TrainConfig& config, const WorldInfo& world, const std::string& giv
                                             .front()
                                       : ResolveDevice(config.device, world);
   ResolvePrecisionForDevice(config, joined.device.is_cuda());
+  // Before the coordinator's, NCCL's and the loader's threads start: they inherit it.
+  joined.cpu_binding = ApplyNumaBinding(config.numa_binding, joined.device, world);
   // The precision that runs (--amp on CPU is amp-bf16), under the name as given.
   TrainConfig as_saved = config;
   as_saved.name = given_name;
@@ -183,6 +187,7 @@ Status TrainAndSummarize(const TrainConfig& config, const WorldInfo& world, Join
     }
     if (joined.communicator) outputs.log().info("ranks joined: {}", joined.rendezvous);
     if (!joined.work_queues.empty()) outputs.log().info("{}", joined.work_queues);
+    if (!joined.cpu_binding.empty()) outputs.log().info("{}", joined.cpu_binding);
     outputs.WriteConfig(joined.config_yaml);
     WorkerStatus::Current().SetPhase("loading data");
     interrupted = Train(config, world, joined.device, joined.communicator.get(), outputs, summary);

@@ -10,10 +10,13 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "cuda/pci_bus_id.h"
 #include "data/nvjpeg_library.h"
 #include "tests/support/image_files.h"
 #include "tests/support/test_support.h"
+#include "worker/cpu_topology.h"
 #include "worker/deferred_rows.h"
+#include "worker/numa_binding.h"
 
 #ifdef MGPU_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -55,6 +58,20 @@ TEST_F(CudaTraining, TrainsOnTheGpuAndReportsAllocatorPeakMemory) {
   EXPECT_GT(epoch["phase_seconds"]["backward"].get<double>(), 0);
   EXPECT_LT(epoch["phase_seconds"]["forward"].get<double>() + epoch["phase_seconds"]["backward"].get<double>(),
             epoch["seconds"].get<double>());
+}
+
+// --numa-binding node: the rank runs on its GPU's NUMA node's CPUs among those it may use, and
+// the log names them with the GPU's PCI address.
+TEST_F(CudaTraining, NumaBindingNodeKeepsTheRankOnItsGpusNodeAndSaysWhich) {
+  CommandResult result = Train({"--max-steps", "5", "--num-workers", "2", "--numa-binding", "node"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const std::string log = ReadText(dir_ / "run/logs/rank-0.log");
+  const std::string bus_id = CudaPciBusId(0);
+  const CpuBinding expected =
+      PlanCpuBinding(NumaBinding::kNode, ReadCpuTopology(kSysfsRoot, AllowedCpus()),
+                     RankPlacement{PciDeviceNumaNode(kSysfsRoot, bus_id), 0, 1});
+  EXPECT_NE(log.find("--numa-binding node: CPUs " + FormatCpuList(expected.cpus) + " ("), std::string::npos) << log;
+  EXPECT_NE(log.find("cuda:0 at " + bus_id), std::string::npos) << log;
 }
 
 // A metrics row is read without draining the device: it is complete only once the device has

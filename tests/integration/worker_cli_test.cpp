@@ -142,6 +142,13 @@ TEST_F(WorkerCli, CudaGraphsOnTheCpuAreExitTwoBeforeTraining) {
   EXPECT_NE(result.output.find("--cuda-graphs cannot be combined with --device cpu"), std::string::npos) << result.output;
 }
 
+TEST_F(WorkerCli, NumaBindingOnTheCpuIsExitTwoNamingTheWayOut) {
+  const CommandResult result = Train("numa", {"--numa-binding", "exclusive"});
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("this rank trains on the CPU: use --numa-binding none"), std::string::npos)
+      << result.output;
+}
+
 TEST_F(WorkerCli, ProfileStepsWritesAChromeTraceOfExactlyThoseSteps) {
   const CommandResult result = Train("trace", {"--max-steps", "6", "--profile-steps", "3-4"});
   ASSERT_EQ(result.exit_code, 0) << result.output;
