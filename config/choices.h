@@ -1,7 +1,8 @@
 // Options whose values are a fixed set of names, parsed once, when the option is set
 // (config/train_config.h), into the enums the rest of the code tests: the execution mode, what a
-// non-finite loss does, DDP's gradient compression, the CPU binding. Each enum's names are one list, in the enum's
-// order; fmt prints a value as its name, so messages read as the flags were written.
+// non-finite loss does, DDP's gradient compression, the CPU binding. Each enum's names are one
+// list, in the enum's order; fmt prints a value as its name, so messages read as the flags were
+// written.
 // Also the learning-rate schedules' names (optim/lr_scheduler.h).
 #pragma once
 

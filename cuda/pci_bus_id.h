@@ -7,7 +7,8 @@
 namespace mgpu {
 
 // The PCI address of visible CUDA device `index` as the runtime writes it ("0000:1A:00.0"), or ""
-// in a build without CUDA or where the runtime cannot say. Initializes the driver, creates no context.
+// in a build without CUDA or where the runtime cannot say. A query of the driver (CUDA starts
+// first where nothing has started it).
 std::string CudaPciBusId(int index);
 
 }  // namespace mgpu
