@@ -35,7 +35,7 @@ std::map<int, int> NodesOfCpus(const std::filesystem::path& nodes) {
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(nodes, error)) {
     const std::string name = entry.path().filename().string();
-    if (name.size() < 5 || name.compare(0, 4, "node") != 0 ||
+    if (name.size() < 5 || name.size() > 10 || name.compare(0, 4, "node") != 0 ||  // node0 to node999999
         !std::all_of(name.begin() + 4, name.end(), [](unsigned char c) { return std::isdigit(c); })) {
       continue;
     }
