@@ -1,6 +1,6 @@
 // The host's CPUs as Linux describes them under /sys (NUMA nodes, sockets, cores, L3 cache
 // domains, a PCI device's NUMA node), and the CPU set that each --numa-binding mode gives one rank
-// (torchrun's modes). Read by hand from sysfs, a stable kernel interface of five files, rather
+// (torchrun's modes). Read by hand from sysfs, a stable kernel interface of six kinds of file, rather
 // than through hwloc: mgpu needs only these, and a new library would be a new dependency of every
 // build for them. Tests point `sysfs` at a made-up tree.
 #pragma once
