@@ -12,7 +12,8 @@ nn.DataParallel), batch --batch per GPU. mgpu's images/s is images over time acr
 weighted by their steps); PyTorch's is timed with CUDA synchronization around the measured
 steps. Writes DIR/bench-results.json and prints the Markdown tables that go into
 docs/BENCHMARKS.md, with each multi-GPU row's scaling efficiency against the same side's
-one-GPU row.
+one-GPU row. --pytorch-from takes the PyTorch rows of an earlier bench-results.json measured with
+the same batch and steps (they do not depend on --mgpu-flags) instead of measuring them again.
 """
 import argparse
 import datetime
@@ -29,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from ports import free_port  # noqa: E402
 from reference_train import INPUT_SHAPE  # noqa: E402  (the one table of input shapes, shared)
-from results_folder import default_results_folder, recorded_command  # noqa: E402
+from results_folder import default_results_folder, recorded_command, recorded_path  # noqa: E402
 from run_rate import log_every_for, measured_throughput  # noqa: E402
 
 
@@ -114,6 +115,39 @@ def pytorch_run(args, model, precision, world, mode="ddp"):
     return pytorch_runs(args, model, [precision], world, mode)[precision]
 
 
+def run_settings(args):
+    """What a PyTorch row's measurement depends on beyond its model, precision, world and mode."""
+    return {"batch_per_gpu": args.batch, "steps": args.steps, "warmup": args.warmup}
+
+
+def earlier_pytorch_rows(path, settings):
+    """{(model, precision, world, mode): row} of the PyTorch rows in an earlier bench-results.json
+    that were measured with `settings` (run_settings) and hold a rate; {} (and a warning) where the
+    file does not fit. PyTorch's rows do not depend on --mgpu-flags, so run_all's gpu-graphs step
+    takes the gpu step's instead of measuring the same eager runs again."""
+    try:
+        with open(path) as f:
+            earlier = json.load(f)
+        meta = earlier["meta"]
+    except (OSError, ValueError, KeyError) as e:
+        print(f"warning: --pytorch-from {path}: {e.__class__.__name__} ({e}); measuring PyTorch here", flush=True)
+        return {}
+    if meta.get("settings") != settings:
+        print(f"warning: --pytorch-from {path}: measured with {meta.get('settings')}, not {settings}; measuring "
+              "PyTorch here", flush=True)
+        return {}
+    return {(r["model"], r["precision"], r["world"], r["mode"]): dict(r["pytorch"], reused_from=recorded_path(path))
+            for r in earlier.get("rows", []) if "images_per_second" in r.get("pytorch", {})}
+
+
+def reference_rows(args, model, precisions, world, mode):
+    """PyTorch's rows for `precisions`: those --pytorch-from holds, the others measured here."""
+    reused = {p: args.earlier_pytorch[(model, p, world, mode)] for p in precisions
+              if (model, p, world, mode) in args.earlier_pytorch}
+    missing = [p for p in precisions if p not in reused]
+    return {**(pytorch_runs(args, model, missing, world, mode=mode) if missing else {}), **reused}
+
+
 def supported_precisions(build):
     text = subprocess.run([os.path.join(build, "bin", "mgpu-worker"), "--help"], capture_output=True,
                           text=True).stdout
@@ -147,7 +181,11 @@ def main():
                         "(MiB) on the DDP rows")
     parser.add_argument("--mgpu-flags", default="", help="extra mgpu-worker flags for every mgpu row, e.g. "
                         "'--data-on-device true' (PyTorch's reference holds its batch on the GPU)")
+    parser.add_argument("--pytorch-from", default="", help="a bench-results.json of an earlier run on this machine "
+                        "with the same --batch, --steps and --warmup: its PyTorch rows instead of measuring them "
+                        "again (run_all's gpu-graphs step)")
     args = parser.parse_args()
+    args.earlier_pytorch = earlier_pytorch_rows(args.pytorch_from, run_settings(args)) if args.pytorch_from else {}
     args.out = args.out or default_results_folder("gpu")
     os.makedirs(args.out, exist_ok=True)
     gpus = torch.cuda.device_count()
@@ -168,7 +206,7 @@ def main():
             modes = ["single"] if world == 1 else args.modes.split(",")
             for mode in modes:
                 row_precisions = precisions if world == 1 else multi_precisions
-                reference = pytorch_runs(args, model, row_precisions, world, mode=mode)
+                reference = reference_rows(args, model, row_precisions, world, mode)
                 for precision in row_precisions:
                     out = os.path.join(args.out, f"{model}-{precision}-{mode}{world}")
                     m = mgpu_run(args, model, precision, world, out, extra_flags=args.mgpu_flags.split(), mode=mode)
@@ -188,10 +226,14 @@ def main():
     meta = {"date": datetime.date.today().isoformat(), "host": platform.node(),
             "gpu": torch.cuda.get_device_name(0) if gpus else "none", "gpus": gpus,
             "torch": torch.__version__, "cuda": torch.version.cuda, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-            "mgpu_flags": args.mgpu_flags, "command": recorded_command()}
+            "mgpu_flags": args.mgpu_flags, "settings": run_settings(args), "command": recorded_command()}
     with open(os.path.join(args.out, "bench-results.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows, "bucket_sweep": sweep}, f, indent=2)
     print(f"\n{meta['gpus']}x {meta['gpu']}, torch {meta['torch']}, CUDA {meta['cuda']}, NCCL {meta['nccl']}, {meta['date']}")
+    reused = sum("reused_from" in r["pytorch"] for r in rows)
+    if reused:
+        print(f"PyTorch's img/s in {reused} of the {len(rows)} rows: from {recorded_path(args.pytorch_from)} "
+              "(--pytorch-from), measured there")
     print("| model | precision | GPUs | mode | mgpu img/s | PyTorch img/s | mgpu / PyTorch | mgpu peak MiB | PyTorch peak MiB |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:

@@ -13,7 +13,7 @@
 #   gpu        bench/gpu_bench.py: ResNet-18 and VGG-19 on one GPU in fp32, amp-fp16 and amp-bf16,
 #              and DDP on all GPUs in fp32 and amp-bf16 (issues 4 and 6)
 #   gpu-graphs bench/gpu_bench.py --mgpu-flags "--cuda-graphs true": the DDP rows (and their one-GPU
-#              baselines) with mgpu's graphed step, PyTorch eager as before (issue 4; 2+ GPUs)
+#              baselines) with mgpu's graphed step, beside the gpu step's PyTorch eager rows (issue 4; 2+ GPUs)
 #   divergence bench/divergence_bench.py: fp16 without loss scaling against amp-fp16 with dynamic
 #              scaling at high learning rates, ResNet-18, several seeds per rate (issue 6)
 #   dp         bench/dp_bench.py: ResNet-18 DataParallel (mgpu's, LibTorch's data_parallel,
@@ -121,7 +121,7 @@ step gpu bench-results.json "$PYTHON" "$HERE/gpu_bench.py" --build "$BUILD" --ou
 if [ "$GPUS" -ge 2 ]; then
   step gpu-graphs bench-results.json "$PYTHON" "$HERE/gpu_bench.py" --build "$BUILD" --out "$OUT/gpu-graphs" \
     --models resnet18,vgg19 --precisions fp32,amp-bf16 --modes ddp --mgpu-flags "--cuda-graphs true" \
-    --steps 60 --warmup 20 --run-timeout 90
+    --steps 60 --warmup 20 --run-timeout 90 --pytorch-from "$OUT/gpu/bench-results.json"
 fi
 step divergence divergence-bench.json "$PYTHON" "$HERE/divergence_bench.py" --build "$BUILD" \
   --out "$OUT/divergence" --model resnet18 "${divergence_rows[@]}" --run-timeout 60
