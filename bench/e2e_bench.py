@@ -54,7 +54,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from ports import free_port  # noqa: E402
-from results_folder import default_results_folder, recorded_command, recorded_path  # noqa: E402
+from results_folder import default_results_folder, earlier_results, recorded_command, recorded_path  # noqa: E402
 from run_rate import elapsed_throughput, log_every_for, measured_throughput, waited_shares  # noqa: E402
 
 BATCH = 256  # per GPU
@@ -242,13 +242,10 @@ def mgpu_rows(args, model, world, workers):
 def earlier_synthetic_rows(path, mgpu_flags):
     """{(model, world): row} of the "mgpu synthetic" rows in an earlier e2e-bench.json, where its
     batch per GPU and --mgpu-flags are this run's; {} (and a warning) where the file does not fit."""
-    try:
-        with open(path) as f:
-            earlier = json.load(f)
-        meta = earlier["meta"]
-    except (OSError, ValueError, KeyError) as e:
-        print(f"warning: --synthetic-from {path}: {e.__class__.__name__} ({e}); measuring synthetic here", flush=True)
+    earlier = earlier_results(path, "--synthetic-from", "measuring synthetic here")
+    if earlier is None:
         return {}
+    meta = earlier["meta"]
     if meta.get("steps", {}).get("batch_per_gpu") != BATCH or meta.get("mgpu_flags") != mgpu_flags:
         print(f"warning: --synthetic-from {path}: its batch or --mgpu-flags differ; measuring synthetic here", flush=True)
         return {}

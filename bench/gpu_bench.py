@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from ports import free_port  # noqa: E402
 from reference_train import INPUT_SHAPE  # noqa: E402  (the one table of input shapes, shared)
-from results_folder import default_results_folder, recorded_command, recorded_path  # noqa: E402
+from results_folder import default_results_folder, earlier_results, recorded_command, recorded_path  # noqa: E402
 from run_rate import log_every_for, measured_throughput  # noqa: E402
 
 
@@ -125,13 +125,10 @@ def earlier_pytorch_rows(path, settings):
     that were measured with `settings` (run_settings) and hold a rate; {} (and a warning) where the
     file does not fit. PyTorch's rows do not depend on --mgpu-flags, so run_all's gpu-graphs step
     takes the gpu step's instead of measuring the same eager runs again."""
-    try:
-        with open(path) as f:
-            earlier = json.load(f)
-        meta = earlier["meta"]
-    except (OSError, ValueError, KeyError) as e:
-        print(f"warning: --pytorch-from {path}: {e.__class__.__name__} ({e}); measuring PyTorch here", flush=True)
+    earlier = earlier_results(path, "--pytorch-from", "measuring PyTorch here")
+    if earlier is None:
         return {}
+    meta = earlier["meta"]
     if meta.get("settings") != settings:
         print(f"warning: --pytorch-from {path}: measured with {meta.get('settings')}, not {settings}; measuring "
               "PyTorch here", flush=True)

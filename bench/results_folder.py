@@ -4,6 +4,7 @@
     python3 bench/results_folder.py TOPIC                 # prints the folder (the shell drivers)
     from results_folder import default_results_folder     # the Python drivers, run as bench/X.py
     from results_folder import recorded_command, recorded_path  # what their JSON records
+    from results_folder import earlier_results             # a driver's JSON from an earlier run
 
 <date> is today's date in UTC (YYYY-MM-DD). <host> tags the machine by the GPUs a run may use:
 <N>x<model> (e.g. 2xH200, 1xH100) from `nvidia-smi --query-gpu=name`, narrowed to the entries of
@@ -14,6 +15,7 @@ the driver (gpu, dp, divergence, speed, allreduce, launcher, loader, run-all). E
 bench/results/ follows this scheme, so results from several hosts and days sit side by side.
 Standard library only.
 """
+import json
 import os
 import subprocess
 import sys
@@ -69,6 +71,21 @@ def recorded_path(path):
     if full.startswith(home + os.sep):
         return "~" + full[len(home):]
     return path
+
+
+def earlier_results(path, flag, instead):
+    """The JSON object a driver wrote at `path`, where it holds a "meta" object; else None, after a
+    warning naming the driver's `flag` and what it does `instead` (e.g. "measuring PyTorch here")."""
+    try:
+        with open(path) as f:
+            earlier = json.load(f)
+        if isinstance(earlier, dict) and isinstance(earlier.get("meta"), dict):
+            return earlier
+        problem = "no meta object"
+    except (OSError, ValueError) as e:
+        problem = f"{e.__class__.__name__} ({e})"
+    print(f"warning: {flag} {path}: {problem}; {instead}", flush=True)
+    return None
 
 
 def recorded_command():
