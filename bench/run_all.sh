@@ -38,7 +38,8 @@
 #              ResNet-50 at 2, against synthetic) (issue 40)
 #   loader     bench/loader_throughput.sh: the streaming loader alone against PyTorch's DataLoader +
 #              torchvision at 0, 2, 4 and 8 workers, 7,680 images each (issues 30 and 39; the bench venv)
-# then bench/targets.py: one table of every target, met or missed, into OUT_DIR/targets.md.
+# then bench/targets.py: one table of every target, met or missed, into OUT_DIR/targets.md (written
+# after every step too, so that a run cut short keeps the table of the steps it finished).
 # A driver that fails is reported and the others still run; the exit code is 1 if any failed.
 # Issue 10 asks for all of it within 10 minutes on a 2-GPU host, so by default each driver runs
 # only the rows a target reads (436 s on 2x H200 before the gpu-graphs step, which took 106-110 s
@@ -90,6 +91,15 @@ OUT=${2:-$("$PYTHON" "$HERE/results_folder.py" "$topic")}
 MNIST=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 mkdir -p "$OUT"
 failed=()
+write_targets() {  # bench/targets.py over the results so far into OUT/targets.md: a run cut short keeps its table
+  local results=() f
+  for f in gpu/bench-results.json gpu-graphs/bench-results.json divergence/divergence-bench.json \
+           dp/dp-bench-results.json speed/speed-bench.json strongest/strongest-bench.json e2e/e2e-bench.json \
+           allreduce/allreduce-sweep.json launcher/launcher-bench.json gpu-decode/gpu-decode.json loader/loader.json; do
+    [ -s "$OUT/$f" ] && results+=("$OUT/$f")
+  done
+  [ ${#results[@]} -gt 0 ] && "$PYTHON" "$HERE/targets.py" "${results[@]}" > "$OUT/targets.md"
+}
 step() {  # step NAME RESULT_FILE COMMAND...: runs a driver, its log beside its results
   local name=$1 result=$2
   shift 2
@@ -99,6 +109,7 @@ step() {  # step NAME RESULT_FILE COMMAND...: runs a driver, its log beside its 
   local start=$SECONDS
   "$@" 2>&1 | tee "$OUT/$name/driver.log" || true  # judged by its results file below
   if [ ! -s "$OUT/$name/$result" ]; then failed+=("$name"); fi
+  write_targets
   echo "== $name: $((SECONDS - start)) s"
 }
 if $FULL; then
@@ -150,15 +161,7 @@ for folder in "$CACHE"/bench-e2e/jpeg-*/; do
 done
 step loader loader.json env SKIP_RSS=1 MAX_IMAGES=7680 WORKERS="0 2 4 8" bash "$HERE/loader_throughput.sh" \
   "$BUILD/bin/mgpu-loader-bench" "${MGPU_BENCH_PYTHON:-$CACHE/venv-bench/bin/python}" "$OUT/loader"
-results=()
-for f in gpu/bench-results.json gpu-graphs/bench-results.json divergence/divergence-bench.json dp/dp-bench-results.json speed/speed-bench.json \
-         strongest/strongest-bench.json e2e/e2e-bench.json allreduce/allreduce-sweep.json launcher/launcher-bench.json \
-         gpu-decode/gpu-decode.json loader/loader.json; do
-  [ -s "$OUT/$f" ] && results+=("$OUT/$f")
-done
-if [ ${#results[@]} -gt 0 ]; then
-  "$PYTHON" "$HERE/targets.py" "${results[@]}" | tee "$OUT/targets.md"
-fi
+write_targets && cat "$OUT/targets.md"
 echo "run_all.sh: ${SECONDS} s in all"
 if [ ${#failed[@]} -gt 0 ]; then
   echo "run_all.sh: these drivers wrote no results: ${failed[*]} (their logs: $OUT/<name>/driver.log)" >&2
