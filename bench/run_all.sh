@@ -91,13 +91,8 @@ OUT=${2:-$("$PYTHON" "$HERE/results_folder.py" "$topic")}
 MNIST=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 mkdir -p "$OUT"
 failed=()
-write_targets() {  # bench/targets.py over the results so far into OUT/targets.md: a run cut short keeps its table
-  local results=() f
-  for f in gpu/bench-results.json gpu-graphs/bench-results.json divergence/divergence-bench.json \
-           dp/dp-bench-results.json speed/speed-bench.json strongest/strongest-bench.json e2e/e2e-bench.json \
-           allreduce/allreduce-sweep.json launcher/launcher-bench.json gpu-decode/gpu-decode.json loader/loader.json; do
-    [ -s "$OUT/$f" ] && results+=("$OUT/$f")
-  done
+results=()  # the results files of the steps run so far
+write_targets() {  # bench/targets.py over them into OUT/targets.md: a run cut short keeps its table
   [ ${#results[@]} -gt 0 ] && "$PYTHON" "$HERE/targets.py" "${results[@]}" > "$OUT/targets.md"
 }
 step() {  # step NAME RESULT_FILE COMMAND...: runs a driver, its log beside its results
@@ -108,7 +103,7 @@ step() {  # step NAME RESULT_FILE COMMAND...: runs a driver, its log beside its 
   echo "== $name: $*"
   local start=$SECONDS
   "$@" 2>&1 | tee "$OUT/$name/driver.log" || true  # judged by its results file below
-  if [ ! -s "$OUT/$name/$result" ]; then failed+=("$name"); fi
+  if [ -s "$OUT/$name/$result" ]; then results+=("$OUT/$name/$result"); else failed+=("$name"); fi
   write_targets
   echo "== $name: $((SECONDS - start)) s"
 }
