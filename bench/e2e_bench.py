@@ -16,8 +16,12 @@ holds the warm-up and MAX_LONG measured steps (default_images: 40,000 on one GPU
 mgpu: --data-loading stream --augment rrc-flip --resize 224 --channels-last true (dropped, and
 said so, where the mode refuses it) and --num-workers W per rank; DDP over NCCL beyond one GPU.
 Two mgpu rows from JPEGs: the loader threads decoding (mgpu e2e, --decode's default) and nvJPEG
-decoding on the device with the same W threads beside it (mgpu e2e, --decode gpu; left out where
---e2e-flags names a decoder, or with --no-gpu-decode). Each gets its own targets.
+decoding on the device with min(W, --gpu-decode-workers) threads beside it (mgpu e2e, --decode
+gpu; left out where --e2e-flags names a decoder, or with --no-gpu-decode). Each gets its own
+targets. (--gpu-decode-workers defaults to 12, the fastest count measured for ResNet-18: on one GPU
+94.8-96.8% of synthetic at 12 threads against 91.0% at 32 and 89.9-94.1% at 14-16; under DDP
+on 2 GPUs 91.5-97.2% at 12 against 87.0-93.3% at 16. bench/results/2026-11-28-2xH100-decode-threads/,
+2026-11-28-2xH200-run-all-eight-steps/.)
 After one 3-step warm-up run (the first process on a fresh machine reads the libraries from disk),
 each mgpu configuration runs once, WARMUP steps and then as many as one epoch of the folder holds
 (at most MAX_LONG), measured within the run as PyTorch's reference measures its own: images/s by
@@ -212,29 +216,31 @@ def warm_up(args):
 
 def mgpu_rows(args, model, world, workers):
     common = ["--model", model, "--precision", "amp-bf16", "--optimizer", "sgd", "--momentum", "0.9", "--lr", "0.01",
-              "--epochs", "1000", "--num-workers", str(workers), "--progress", "lines", "--device", "cuda",
-              *args.mgpu_flags.split()]
+              "--epochs", "1000", "--progress", "lines", "--device", "cuda", *args.mgpu_flags.split()]
     if world > 1:
         common += ["--mode", "ddp", "--backend", "nccl"]
     stream = ["--dataset", "imagefolder", "--data-dir", args.data_dir, "--data-loading", "stream", "--augment",
               "rrc-flip", "--resize", "224", "--image-size", "224", *args.e2e_flags.split()]
     synthetic = ["--dataset", "synthetic", "--image-size", "224", "--synthetic-test", "256",
                  "--synthetic-train", str(BATCH * world * (WARMUP + long_steps(args.images, world) + 1))]
-    runs = [(CPU_DECODE_ROW, "e2e", stream)]
+    runs = [(CPU_DECODE_ROW, "e2e", stream, workers)]
     if gpu_decode_row_wanted(args):
-        runs.append((GPU_DECODE_ROW, "e2e-decode-gpu", stream + ["--decode", "gpu"]))
+        threads = min(workers, args.gpu_decode_workers)
+        runs.append((GPU_DECODE_ROW, "e2e-decode-gpu", stream + ["--decode", "gpu"], threads))
     rows = {}
     reused = args.synthetic_rows.get((model, world))
     if reused:
         rows["mgpu synthetic"] = reused
     else:
-        runs.append(("mgpu synthetic", "synthetic", synthetic))
-    for kind, suffix, flags in runs:
+        runs.append(("mgpu synthetic", "synthetic", synthetic, workers))
+    for kind, suffix, flags, threads in runs:
         name = f"{model}-x{world}-{suffix}"
-        row = mgpu_run(args, name, common + flags + ["--channels-last", "true"], world)
+        flags = common + flags + ["--num-workers", str(threads)]
+        row = mgpu_run(args, name, flags + ["--channels-last", "true"], world)
         if "error" in row and "channels-last" in row["error"]:  # a mode without channels-last yet
-            row = mgpu_run(args, name, common + flags, world)
+            row = mgpu_run(args, name, flags, world)
             row["note"] = "without --channels-last (this mode refused it)"
+        row["workers"] = threads
         rows[kind] = row
     return rows
 
@@ -300,7 +306,9 @@ def targets(row, cores_per_gpu):
     share of synthetic and its rate against PyTorch's."""
     found = []
     for kind in e2e_rows(row):
-        decoder = " (--decode gpu)" if kind == GPU_DECODE_ROW else ""
+        threads = row[kind].get("workers", row["workers"])
+        decoder = ((f" (--decode gpu, {threads} threads/GPU)" if threads != row["workers"] else " (--decode gpu)")
+                   if kind == GPU_DECODE_ROW else "")
         found += decoder_targets(row[kind], row["mgpu synthetic"], row["PyTorch"], row["world"], cores_per_gpu,
                                  decoder)
     return found
@@ -342,16 +350,17 @@ def print_table(rows, meta):
     for row in rows:
         for name in (*e2e_rows(row), "PyTorch", "mgpu synthetic"):
             r = row[name]
+            workers = r.get("workers", row["workers"])
             if "error" in r or "skipped" in r:
                 why = r["error"][:200] if "error" in r else f"not run ({r['skipped']})"
-                print(f"| {row['model']} | {row['world']} | {row['workers']} | {name} | - | - | - | - | {why} |")
+                print(f"| {row['model']} | {row['world']} | {workers} | {name} | - | - | - | - | {why} |")
                 continue
             rate, cores, wait = r["images_per_second"], r.get("cpu_cores_used"), r.get("data_wait_share")
             checked, seen = r.get("metrics_csv_images_per_second"), r.get("rows_seen_images_per_second")
             note = "; ".join(filter(None, [r.get("note"), f"metrics.csv {checked:.0f} img/s" if checked else "",
                                            f"rows as seen {seen:.0f} img/s" if seen else ""]))
             per_core = f"{rate / cores:.0f}" if cores and name != "mgpu synthetic" else "-"
-            print(f"| {row['model']} | {row['world']} | {row['workers']} | {name} | {rate:.0f} | "
+            print(f"| {row['model']} | {row['world']} | {workers} | {name} | {rate:.0f} | "
                   f"{f'{cores:.1f}' if cores else '-'} | {per_core} | {f'{wait:.1%}' if wait is not None else '-'} | "
                   f"{note} |")
         for target, measured, verdict in row["targets"]:
@@ -378,12 +387,16 @@ def main():
     parser.add_argument("--no-pytorch", action="store_true", help="leave out PyTorch's rows (their targets then "
                         "read 'not measured'), where only the share of synthetic is wanted, as in "
                         "gpu_decode_bench.sh")
+    parser.add_argument("--gpu-decode-workers", type=int, default=12, help="the --decode gpu row's threads per GPU, "
+                        "at most --workers (default 12: see above)")
     parser.add_argument("--no-gpu-decode", action="store_true", help="leave out the row that decodes the JPEGs "
                         "with nvJPEG (--decode gpu) beside the CPU loader's")
     parser.add_argument("--synthetic-from", default="", help="an e2e-bench.json of an earlier run on this machine "
                         "and build: its synthetic rows instead of measuring them again (gpu_decode_bench.sh)")
     args = parser.parse_args()
     models = args.models.split(",")
+    if args.gpu_decode_workers < 1:
+        raise SystemExit(f"--gpu-decode-workers {args.gpu_decode_workers}: expected at least 1")
     if not set(models) <= {"resnet50", "resnet18"}:
         raise SystemExit(f"--models {args.models}: expected resnet50, resnet18 or both")
     cache = os.environ.get("MGPU_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "mgpu")

@@ -10,7 +10,8 @@
 #   3. OUT_DIR/gpu-decode.json: both, for bench/targets.py (issue 40's targets).
 #   bash bench/gpu_decode_bench.sh BUILD_DIR OUT_DIR PYTHON [E2E_BENCH_JSON]
 # E2E_BENCH_JSON: the e2e step's results on this machine and build (run_all.sh passes them): their
-# synthetic rows stand for this script's instead of being measured again (e2e_bench.py --synthetic-from).
+# synthetic rows stand for this script's instead of being measured again (e2e_bench.py --synthetic-from),
+# and this script's mgpu runs take the --mgpu-flags they were measured with.
 # PYTHON needs numpy and Pillow once, to generate the JPEG folder (bench/make_jpeg_folder.py);
 # e2e_bench.py's own Python is MGPU_BENCH_PYTHON, as in bench/run_all.sh.
 set -euo pipefail
@@ -19,7 +20,13 @@ BUILD=${1:?$usage}
 OUT=${2:?$usage}
 PYTHON=${3:?$usage}
 synthetic_from=()
-if [ -s "${4:-}" ]; then synthetic_from=(--synthetic-from "$4"); fi
+mgpu_flags=""
+if [ -s "${4:-}" ]; then
+  synthetic_from=(--synthetic-from "$4")
+  # Its --mgpu-flags too, which its synthetic rows were measured with (run_all.sh's: --cuda-graphs true).
+  mgpu_flags=$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["meta"].get("mgpu_flags", ""))' \
+    "$4" 2>/dev/null) || mgpu_flags=""  # unreadable: e2e_bench.py says so and measures synthetic here
+fi
 HERE=$(cd "$(dirname "$0")" && pwd)
 # The end-to-end step's folder (bench/e2e_bench.py's default, sized by the host's GPUs) when one
 # exists: one folder, made once.
@@ -46,9 +53,9 @@ if [ -f "$HERE/e2e_bench.py" ]; then
   # Issue 40's targets compare with synthetic only: PyTorch's rows at these worker counts (minutes of its
   # DataLoader at 2-4 workers) are left out; the e2e step measures PyTorch beside mgpu.
   "$PYTHON" "$HERE/e2e_bench.py" --build "$BUILD" --out "$OUT/e2e-resnet18-w4" --models resnet18 --workers 4 \
-    --e2e-flags "--decode gpu" --no-pytorch --run-timeout 240 "${synthetic_from[@]}" || true
+    --e2e-flags "--decode gpu" --mgpu-flags "$mgpu_flags" --no-pytorch --run-timeout 240 "${synthetic_from[@]}" || true
   "$PYTHON" "$HERE/e2e_bench.py" --build "$BUILD" --out "$OUT/e2e-resnet50-w2" --models resnet50 --workers 2 \
-    --e2e-flags "--decode gpu" --no-pytorch --run-timeout 240 "${synthetic_from[@]}" || true
+    --e2e-flags "--decode gpu" --mgpu-flags "$mgpu_flags" --no-pytorch --run-timeout 240 "${synthetic_from[@]}" || true
 fi
 "$PYTHON" - "$OUT" <<'PY'
 import json, os, sys

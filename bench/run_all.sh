@@ -139,7 +139,11 @@ step speed speed-bench.json "$PYTHON" "$HERE/speed_bench.py" --build "$BUILD" --
   --mnist-dir "$MNIST" "${speed_rows[@]}" --run-timeout 120
 step strongest strongest-bench.json "$PYTHON" "$HERE/strongest_bench.py" --build "$BUILD" --out "$OUT/strongest" \
   --compile-mode "$compile_mode" --run-timeout "$compile_timeout"
-step e2e e2e-bench.json "$PYTHON" "$HERE/e2e_bench.py" --build "$BUILD" --out "$OUT/e2e" --run-timeout 240
+# mgpu's fastest step, as in the strongest step: the whole step in a CUDA graph (2-4% over eager for
+# both models at 224 px: bench/results/2026-11-28-2xH100-decode-threads/, and strongest against e2e's
+# synthetic rows in 2026-11-28-2xH200-run-all-eight-steps/).
+step e2e e2e-bench.json "$PYTHON" "$HERE/e2e_bench.py" --build "$BUILD" --out "$OUT/e2e" --run-timeout 240 \
+  --mgpu-flags "--cuda-graphs true"
 if [ "$GPUS" -ge 2 ]; then
   step allreduce allreduce-sweep.json "$PYTHON" "$HERE/allreduce_sweep.py" --build "$BUILD" --out "$OUT/allreduce"
   step launcher launcher-bench.json "$PYTHON" "$HERE/launcher_bench.py" --build "$BUILD" --out "$OUT/launcher" \
