@@ -32,7 +32,10 @@ device has run its step). Two cross-checks are kept beside: the rate over that s
 driver saw it (device completion, polled every 10 ms) and metrics.csv's own rate (the steps'
 time, no gaps). (The rate from two run lengths, which needed a second process per row, swung by
 start-up's seconds at these lengths: 61% and 251% of synthetic where metrics.csv read 86% and 97%.)
-The data-wait share is metrics.csv's data_wait_seconds over step_seconds after the warm-up.
+The data-wait share is metrics.csv's data_wait_seconds over step_seconds after the warm-up. (With
+--mgpu-flags "--cuda-graphs true" it also holds part of the device's step: the host enqueues the step
+at once, runs ahead, and blocks where the input path next waits for the device, which metrics.csv
+counts as data wait; the synthetic rows then read 1-13%.)
 --synthetic-from takes the synthetic rows of an earlier e2e-bench.json from this machine and build
 (run_all.sh's e2e step, for gpu_decode_bench.sh) where model, world, batch and --mgpu-flags match,
 instead of measuring them again, and then skips the warm-up run (the machine is warm).

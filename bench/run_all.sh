@@ -27,9 +27,9 @@
 #              --cuda-graphs, --data-on-device), mgpu by wall clock over two run lengths (issue 39)
 #   e2e        bench/e2e_bench.py: ResNet-50 and ResNet-18 at 224 px from 40,000 JPEGs on one GPU,
 #              80,000 on two (an epoch holds a measurement; made once, cached), mgpu streaming
-#              (the loader threads decoding, and nvJPEG with the same threads beside it) against
-#              PyTorch's DataLoader + torchvision at the same worker count and against mgpu on
-#              synthetic data, one GPU and all GPUs (issue 39); needs
+#              (the loader threads decoding, and nvJPEG with at most 12 threads beside it), its step
+#              CUDA-graphed, against PyTorch's DataLoader + torchvision at the same worker count and
+#              against mgpu on synthetic data, one GPU and all GPUs (issue 39); needs
 #              bench/setup_bench_env.sh's venv (make bench-gpu sets it up; MGPU_BENCH_PYTHON)
 #   allreduce  bench/allreduce_sweep.py: bus bandwidth through mgpu's communicator and PyTorch's
 #   launcher   bench/launcher_bench.py: mgpu run vs mpirun vs torchrun's environment
