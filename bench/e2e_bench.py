@@ -26,14 +26,16 @@ bench/results/2026-11-28-2xH100-decode-threads/. Across machines the spread is w
 2026-11-28-2xH200-e2e-graphed-and-dispatch-binding/.)
 After one 3-step warm-up run (the first process on a fresh machine reads the libraries from disk),
 each mgpu configuration runs once, WARMUP steps and then as many as one epoch of the folder holds
-(at most MAX_LONG), measured within the run as PyTorch's reference measures its own: images/s by
-the host's wall clock from the warm-up's last step to the last (metrics.csv's elapsed_seconds), so
-that no start-up is in it, and CPU cores used as the processes' CPU seconds (/proc, every rank)
-over the time between the driver seeing those two rows of metrics.csv (each written once the
-device has run its step). Two cross-checks are kept beside: the rate over that same span as the
-driver saw it (device completion, polled every 10 ms) and metrics.csv's own rate (the steps'
-time, no gaps). (The rate from two run lengths, which needed a second process per row, swung by
-start-up's seconds at these lengths: 61% and 251% of synthetic where metrics.csv read 86% and 97%.)
+(at most MAX_LONG), measured within the run as PyTorch's reference measures its own between
+synchronizations: images/s by the device's clock from the end of the warm-up's last step to the end
+of the last (run_rate.in_run_throughput: metrics.csv's step times, which hold the device's idle
+time between steps; not its elapsed_seconds, the host's clock at each step's launch, which read
+ResNet-18's graphed synthetic rows 5-6% fast), so that no start-up is in it. CPU cores used: the
+processes' CPU seconds (/proc, every rank) over the time between the driver seeing those two rows
+of metrics.csv (each written once the device has run its step); that span also gives the
+cross-check kept beside the rate (rows as seen: the host's clock at completion, polled every 10
+ms). (The rate from two run lengths, which needed a second process per row, swung by start-up's
+seconds at these lengths: 61% and 251% of synthetic where metrics.csv read 86% and 97%.)
 The data-wait share is metrics.csv's data_wait_seconds over step_seconds after the warm-up. (With
 --mgpu-flags "--cuda-graphs true" it also holds part of the device's step: the host enqueues the step
 at once, runs ahead, and blocks where the input path next waits for the device, which metrics.csv
@@ -64,7 +66,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from ports import free_port  # noqa: E402
 from results_folder import default_results_folder, earlier_results, recorded_command, recorded_path  # noqa: E402
-from run_rate import elapsed_throughput, log_every_for, measured_throughput, waited_shares  # noqa: E402
+from run_rate import in_run_throughput, log_every_for, waited_shares  # noqa: E402
 
 BATCH = 256  # per GPU
 WARMUP = 15  # steps before the measured ones
@@ -93,6 +95,9 @@ def long_steps(images, world):
 CORES_PER_GPU_FOR_COMPUTE_TARGET = 12
 CPU_DECODE_ROW = "mgpu e2e"  # --decode as --e2e-flags say (the CPU loader threads by default)
 GPU_DECODE_ROW = "mgpu e2e, --decode gpu"
+# How the mgpu rows are timed, in the results' meta: --synthetic-from takes rows timed the same way only
+# (files before it timed them by the host's launch clock, elapsed_seconds).
+MGPU_CLOCK = "device, after the warm-up"
 
 
 class RowWatch:
@@ -194,16 +199,15 @@ def mgpu_run(args, name, base_flags, world):
     wall, error = launch(cmd, world, out + ".log", args.run_timeout, watch)
     if error:
         return {"error": error}
-    rate = elapsed_throughput(out, WARMUP, BATCH * world)
-    if rate is None:
-        return {"error": f"metrics.csv has no elapsed_seconds after step {WARMUP}: an mgpu-worker older than the bench"}
+    rate = in_run_throughput(out, WARMUP, BATCH * world)
+    if not rate:
+        return {"error": f"{out}/metrics.csv has no row at step {WARMUP} or none after it"}
     span = watch.span()
     with open(os.path.join(out, "summary.json")) as f:
         parameters = json.load(f).get("parameters")
     return {"images_per_second": rate, "parameters": parameters,
             "cpu_cores_used": span[1] / span[0] if span else None,
             "data_wait_share": waited_shares(out, WARMUP)[1],
-            "metrics_csv_images_per_second": measured_throughput(out, WARMUP, BATCH * world)[0],
             "rows_seen_images_per_second": BATCH * world * steps / span[0] if span else None,
             "wall_seconds": wall}
 
@@ -259,6 +263,10 @@ def earlier_synthetic_rows(path, mgpu_flags):
     meta = earlier["meta"]
     if meta.get("steps", {}).get("batch_per_gpu") != BATCH or meta.get("mgpu_flags") != mgpu_flags:
         print(f"warning: --synthetic-from {path}: its batch or --mgpu-flags differ; measuring synthetic here", flush=True)
+        return {}
+    if meta.get("mgpu_clock") != MGPU_CLOCK:
+        print(f"warning: --synthetic-from {path}: its mgpu rows were timed by another clock; measuring synthetic here",
+              flush=True)
         return {}
     found = {}
     for row in earlier.get("e2e", []):
@@ -361,9 +369,8 @@ def print_table(rows, meta):
                 print(f"| {row['model']} | {row['world']} | {workers} | {name} | - | - | - | - | {why} |")
                 continue
             rate, cores, wait = r["images_per_second"], r.get("cpu_cores_used"), r.get("data_wait_share")
-            checked, seen = r.get("metrics_csv_images_per_second"), r.get("rows_seen_images_per_second")
-            note = "; ".join(filter(None, [r.get("note"), f"metrics.csv {checked:.0f} img/s" if checked else "",
-                                           f"rows as seen {seen:.0f} img/s" if seen else ""]))
+            seen = r.get("rows_seen_images_per_second")
+            note = "; ".join(filter(None, [r.get("note"), f"rows as seen {seen:.0f} img/s" if seen else ""]))
             per_core = f"{rate / cores:.0f}" if cores and name != "mgpu synthetic" else "-"
             print(f"| {row['model']} | {row['world']} | {workers} | {name} | {rate:.0f} | "
                   f"{f'{cores:.1f}' if cores else '-'} | {per_core} | {f'{wait:.1%}' if wait is not None else '-'} | "
@@ -456,7 +463,7 @@ def main():
     meta = {"date": datetime.date.today().isoformat(), "host": platform.node(), "gpu": torch.cuda.get_device_name(0),
             "gpus": gpus, "cores": cores, "torch": torch.__version__, "images": args.images,
             "data_dir": recorded_path(args.data_dir), "mgpu_flags": args.mgpu_flags, "e2e_flags": args.e2e_flags,
-            "command": recorded_command(),
+            "mgpu_clock": MGPU_CLOCK, "command": recorded_command(),
             "steps": {"warmup": WARMUP, "batch_per_gpu": BATCH,
                       "long_by_world": {str(w): long_steps(args.images, w) for w in worlds}}}
     with open(os.path.join(args.out, "e2e-bench.json"), "w") as f:

@@ -24,7 +24,8 @@
 #   strongest  bench/strongest_bench.py: per model (LeNet batch 32, ResNet-18, VGG-19, ResNet-50),
 #              PyTorch's strongest step (channels_last, bf16, the whole step in torch.cuda.graph,
 #              eager and torch.compile'd) against mgpu's best (amp-bf16, --channels-last,
-#              --cuda-graphs, --data-on-device), mgpu by wall clock over two run lengths (issue 39)
+#              --cuda-graphs, --data-on-device), mgpu by the device's clock within its longer run,
+#              as PyTorch between synchronizations (issue 39)
 #   e2e        bench/e2e_bench.py: ResNet-50 and ResNet-18 at 224 px from 40,000 JPEGs on one GPU,
 #              80,000 on two (an epoch holds a measurement; made once, cached), mgpu streaming
 #              (the loader threads decoding, and nvJPEG with at most 12 threads beside it), its step

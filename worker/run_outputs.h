@@ -29,7 +29,8 @@ struct StepMetrics {
   double images_per_second = 0;  // over every rank, from step_seconds
   PhaseSeconds phase_seconds;    // mean per step, measured on the training device (step_timeline.h)
   // Host wall time from the start of this process's training loop to the launch of the row's last
-  // step: rows' differences give the wall-clock rate between them, start-up left out.
+  // step. On a GPU the host runs ahead of the device by a lead that changes, so rows' differences
+  // give the rate steps were launched at; the rate they ran at is step_seconds' (docs/RUN_FOLDER.md).
   double elapsed_seconds = 0;
 };
 

@@ -1,6 +1,7 @@
-"""The benchmark's targets table (bench/targets.py) and the end-to-end driver's rows
-(bench/e2e_bench.py) over results stored in bench/results/: what `make bench-gpu` prints on a GPU
-host, checked without one. No torch: both scripts import it only where they measure.
+"""The benchmark's targets table (bench/targets.py), the end-to-end driver's rows
+(bench/e2e_bench.py) and the in-run rate the drivers share (bench/run_rate.py), over results stored
+in bench/results/: what `make bench-gpu` prints on a GPU host, checked without one. No torch: the
+scripts import it only where they measure.
 
     python3 tests/bench/bench_targets_test.py   (ctest: BenchScripts, label unit)
 """
@@ -8,6 +9,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,6 +21,7 @@ BENCH = os.path.join(SOURCE, "bench")
 RESULTS = os.path.join(BENCH, "results")
 sys.path.insert(0, BENCH)
 import e2e_bench  # noqa: E402
+import run_rate  # noqa: E402
 
 RUN_ALL = "2026-11-28-2xH200-run-all-eight-steps"
 # One stored file of each driver that bench/targets.py reads.
@@ -162,13 +165,65 @@ class E2eRowsTest(unittest.TestCase):
         self.assertNotIn("resnet18-x2-synthetic", dict(self.runs))
         self.assertIs(rows["mgpu synthetic"], reused)
 
+    def earlier_results(self, **meta_changes):
+        """The stored e2e results as a run timed by this driver's clock would have written them."""
+        with open(stored(STORED["bench/e2e_bench.py"])) as f:  # measured with --mgpu-flags "--cuda-graphs true"
+            results = json.load(f)
+        results["meta"].update(dict(dict(mgpu_clock=e2e_bench.MGPU_CLOCK), **meta_changes))
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder)
+        path = os.path.join(folder, "e2e-bench.json")
+        with open(path, "w") as f:
+            json.dump(results, f)
+        return path
+
     def test_synthetic_rows_of_a_run_with_other_mgpu_flags_are_not_taken(self):
-        path = stored(STORED["bench/e2e_bench.py"])  # measured with --mgpu-flags "--cuda-graphs true"
+        path = self.earlier_results()
         self.assertEqual(len(e2e_bench.earlier_synthetic_rows(path, "--cuda-graphs true")), 4)
         with contextlib.redirect_stdout(io.StringIO()) as said:
             self.assertEqual(e2e_bench.earlier_synthetic_rows(path, ""), {})
         self.assertIn("--mgpu-flags differ", said.getvalue())
 
+    def test_synthetic_rows_timed_by_another_clock_are_not_taken(self):
+        for path in (stored(STORED["bench/e2e_bench.py"]), self.earlier_results(mgpu_clock=None)):
+            with contextlib.redirect_stdout(io.StringIO()) as said:
+                self.assertEqual(e2e_bench.earlier_synthetic_rows(path, "--cuda-graphs true"), {})
+            self.assertIn("timed by another clock", said.getvalue())
+
+
+class InRunRateTest(unittest.TestCase):
+    """run_rate.in_run_throughput: the device's clock after the warm-up, not the host's at launch."""
+
+    def run_folder(self, text):
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder)
+        with open(os.path.join(folder, "metrics.csv"), "w") as f:
+            f.write(text)
+        return folder
+
+    def test_the_rate_adds_up_the_steps_times_after_the_warm_up_whatever_the_launch_clock_says(self):
+        # Rows of 10 steps; the host launched steps 11-20 in 0.05 s (its lead over the device grew),
+        # the device took 0.1 s for them and for steps 21-30.
+        folder = self.run_folder("step,step_seconds,elapsed_seconds\n10,0.05,1.0\n20,0.01,1.05\n30,0.01,1.15\n")
+        self.assertAlmostEqual(run_rate.in_run_throughput(folder, 10, 256), 256 * 20 / 0.2)
+        self.assertAlmostEqual(run_rate.in_run_throughput(folder, 20, 256), 256 * 10 / 0.1)
+
+    def test_no_rate_without_a_row_at_the_warm_ups_last_step_or_after_it(self):
+        folder = self.run_folder("step,step_seconds,elapsed_seconds\n10,0.05,1.0\n20,0.01,1.05\n")
+        self.assertIsNone(run_rate.in_run_throughput(folder, 15, 256))
+        self.assertIsNone(run_rate.in_run_throughput(folder, 20, 256))
+
+    def test_a_graphed_run_reads_as_the_driver_saw_its_rows_complete(self):
+        # ResNet-18's graphed synthetic run of 2026-11-28 on one H200: by the host's launch clock it read
+        # 19,692 img/s; by the device's the same as the driver saw its rows complete.
+        results = os.path.join(RESULTS, "2026-11-28-1xH200-loader-decode-e2e-16-cores", "e2e")
+        with open(os.path.join(results, "e2e-bench.json")) as f:
+            row = json.load(f)["e2e"][1]["mgpu synthetic"]
+        with open(os.path.join(results, "resnet18-x1-synthetic-metrics.csv")) as f:
+            folder = self.run_folder(f.read())
+        rate = run_rate.in_run_throughput(folder, e2e_bench.WARMUP, e2e_bench.BATCH)
+        self.assertAlmostEqual(rate / row["rows_seen_images_per_second"], 1.0, delta=0.005)
+        self.assertGreater(row["images_per_second"] / rate, 1.05)  # what the launch clock made of it
 
 if __name__ == "__main__":
     unittest.main()
