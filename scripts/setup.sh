@@ -211,7 +211,7 @@ else
   say "nvJPEG: no nvjpeg.h beside this torch; --decode gpu is compiled out"
 fi
 cuda_toolkit_root=$(find_cuda_toolkit "${torch_info[1]}")
-[ -z "$cuda_toolkit_root" ] || say "CUDA toolkit: $cuda_toolkit_root (for LibTorch's CMake config; the project has no .cu files)"
+[ -z "$cuda_toolkit_root" ] || say "CUDA toolkit: $cuda_toolkit_root (for LibTorch's CMake config and mgpu's own CUDA kernels)"
 mkdir -p "$(dirname "$ENV_FILE")"
 cat > "$ENV_FILE.tmp" <<ENV
 TORCH_PREFIX=${torch_info[0]}
