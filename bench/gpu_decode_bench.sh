@@ -11,7 +11,9 @@
 #   bash bench/gpu_decode_bench.sh BUILD_DIR OUT_DIR PYTHON [E2E_BENCH_JSON]
 # E2E_BENCH_JSON: the e2e step's results on this machine and build (run_all.sh passes them): their
 # synthetic rows stand for this script's instead of being measured again (e2e_bench.py --synthetic-from),
-# and this script's mgpu runs take the --mgpu-flags they were measured with.
+# and this script's mgpu runs take the --mgpu-flags they were measured with. Without them the mgpu
+# runs take MGPU_FLAGS (run_all.sh passes the e2e step's, so that a --only gpu-decode run measures
+# the same step as a whole run; empty: mgpu's eager step).
 # PYTHON needs numpy and Pillow once, to generate the JPEG folder (bench/make_jpeg_folder.py);
 # e2e_bench.py's own Python is MGPU_BENCH_PYTHON, as in bench/run_all.sh.
 set -euo pipefail
@@ -20,12 +22,12 @@ BUILD=${1:?$usage}
 OUT=${2:?$usage}
 PYTHON=${3:?$usage}
 synthetic_from=()
-mgpu_flags=""
+mgpu_flags=${MGPU_FLAGS:-}
 if [ -s "${4:-}" ]; then
   synthetic_from=(--synthetic-from "$4")
   # Its --mgpu-flags too, which its synthetic rows were measured with (run_all.sh's: --cuda-graphs true).
   mgpu_flags=$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["meta"].get("mgpu_flags", ""))' \
-    "$4" 2>/dev/null) || mgpu_flags=""  # unreadable: e2e_bench.py says so and measures synthetic here
+    "$4" 2>/dev/null) || mgpu_flags=${MGPU_FLAGS:-}  # unreadable: e2e_bench.py says so, measures synthetic here
 fi
 HERE=$(cd "$(dirname "$0")" && pwd)
 # The end-to-end step's folder (bench/e2e_bench.py's default, sized by the host's GPUs) when one

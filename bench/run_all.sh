@@ -74,8 +74,22 @@ wanted() { [ -z "$ONLY" ] || [[ ",$ONLY," == *",$1,"* ]]; }
 BUILD=${1:?$usage}
 HERE=$(cd "$(dirname "$0")" && pwd)
 export NCCL_NVLS_ENABLE=0
-if [ ! -x "$BUILD/bin/mgpu-worker" ] || [ ! -x "$BUILD/bin/mgpu-allreduce-bench" ]; then
-  echo "run_all.sh: $BUILD/bin has no mgpu-worker or mgpu-allreduce-bench; build first (make build BUILD_DIR=$BUILD)" >&2
+# The programs each step runs; only the wanted steps' must be built (a --only run of two steps needs
+# no more than those two use).
+declare -A PROGRAMS=([gpu]=mgpu-worker [gpu-graphs]=mgpu-worker [divergence]=mgpu-worker
+  [dp]="mgpu-worker mgpu" [speed]=mgpu-worker [strongest]=mgpu-worker [e2e]=mgpu-worker
+  [allreduce]=mgpu-allreduce-bench [launcher]="mgpu-worker mgpu" [gpu-decode]="mgpu-worker mgpu-loader-bench"
+  [loader]=mgpu-loader-bench)
+missing=()
+for name in $STEPS; do
+  wanted "$name" || continue
+  for program in ${PROGRAMS[$name]}; do
+    [ -x "$BUILD/bin/$program" ] || [[ " ${missing[*]} " == *" $program "* ]] || missing+=("$program")
+  done
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "run_all.sh: $BUILD/bin has no ${missing[*]}, which the steps to run need; build first" \
+    "(make build BUILD_DIR=$BUILD, or ninja -C $BUILD ${missing[*]})" >&2
   exit 2
 fi
 PYTHON=${MGPU_PYTHON:-python3}  # runs the drivers and PyTorch's side: needs torch 2.11 (and numpy)
@@ -143,16 +157,17 @@ step strongest strongest-bench.json "$PYTHON" "$HERE/strongest_bench.py" --build
 # mgpu's fastest step, as in the strongest step: the whole step in a CUDA graph (2-4% over eager for
 # both models at 224 px: bench/results/2026-11-28-2xH100-decode-threads/, and strongest against e2e's
 # synthetic rows in 2026-11-28-2xH200-run-all-eight-steps/).
+E2E_MGPU_FLAGS="--cuda-graphs true"
 step e2e e2e-bench.json "$PYTHON" "$HERE/e2e_bench.py" --build "$BUILD" --out "$OUT/e2e" --run-timeout 240 \
-  --mgpu-flags "--cuda-graphs true"
+  --mgpu-flags "$E2E_MGPU_FLAGS"
 if [ "$GPUS" -ge 2 ]; then
   step allreduce allreduce-sweep.json "$PYTHON" "$HERE/allreduce_sweep.py" --build "$BUILD" --out "$OUT/allreduce"
   step launcher launcher-bench.json "$PYTHON" "$HERE/launcher_bench.py" --build "$BUILD" --out "$OUT/launcher" \
     --gpus 2 --repeats 1
 fi
 # Issue 40's --decode gpu rows (decode only, and end to end at 4 and 2 threads per GPU), against the
-# e2e step's synthetic rates where it ran.
-step gpu-decode gpu-decode.json bash "$HERE/gpu_decode_bench.sh" "$BUILD" "$OUT/gpu-decode" "$PYTHON" \
+# e2e step's synthetic rates where it ran; mgpu's step as in the e2e step either way.
+step gpu-decode gpu-decode.json env MGPU_FLAGS="$E2E_MGPU_FLAGS" bash "$HERE/gpu_decode_bench.sh" "$BUILD" "$OUT/gpu-decode" "$PYTHON" \
   "$OUT/e2e/e2e-bench.json"
 # The loader alone (CPU), on the end-to-end step's JPEG folder where it is there.
 CACHE=${MGPU_CACHE:-$HOME/.cache/mgpu}

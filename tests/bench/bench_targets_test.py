@@ -1,6 +1,7 @@
 """The benchmark's targets table (bench/targets.py), the end-to-end driver's rows
-(bench/e2e_bench.py) and the in-run rate the drivers share (bench/run_rate.py), over results stored
-in bench/results/: what `make bench-gpu` prints on a GPU host, checked without one. No torch: the
+(bench/e2e_bench.py), the in-run rate the drivers share (bench/run_rate.py), over results stored
+in bench/results/, and the programs bench/run_all.sh asks for: what `make bench-gpu` prints on a GPU
+host, checked without one. No torch: the
 scripts import it only where they measure.
 
     python3 tests/bench/bench_targets_test.py   (ctest: BenchScripts, label unit)
@@ -224,6 +225,44 @@ class InRunRateTest(unittest.TestCase):
         rate = run_rate.in_run_throughput(folder, e2e_bench.WARMUP, e2e_bench.BATCH)
         self.assertAlmostEqual(rate / row["rows_seen_images_per_second"], 1.0, delta=0.005)
         self.assertGreater(row["images_per_second"] / rate, 1.05)  # what the launch clock made of it
+
+class RunAllProgramsTest(unittest.TestCase):
+    """bench/run_all.sh asks for the programs of the steps it is to run, and no others."""
+
+    def run_all(self, build, *args, python="/bin/false"):
+        env = dict(os.environ, MGPU_PYTHON=python)
+        return subprocess.run(["bash", os.path.join(BENCH, "run_all.sh"), *args, build], env=env,
+                              capture_output=True, text=True, timeout=30)
+
+    def setUp(self):
+        self.build = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.build)
+        os.mkdir(os.path.join(self.build, "bin"))
+
+    def give(self, program):
+        path = os.path.join(self.build, "bin", program)
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\n")
+        os.chmod(path, 0o755)
+
+    def test_a_step_without_its_program_stops_before_anything_runs_naming_the_program(self):
+        done = self.run_all(self.build, "--only", "loader,gpu-decode")
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("has no mgpu-worker mgpu-loader-bench", done.stderr)
+        self.assertNotIn("mgpu-allreduce-bench", done.stderr)
+
+    def test_the_programs_of_steps_not_run_are_not_asked_for(self):
+        self.give("mgpu-loader-bench")
+        done = self.run_all(self.build, "--only", "loader")
+        self.assertEqual(done.returncode, 2)  # stopped at the next check: the Python without torch
+        self.assertIn("cannot import torch", done.stderr)
+
+    def test_a_whole_run_asks_for_every_program(self):
+        done = self.run_all(self.build)
+        self.assertEqual(done.returncode, 2)
+        for program in ("mgpu-worker", "mgpu", "mgpu-allreduce-bench", "mgpu-loader-bench"):
+            self.assertRegex(done.stderr, rf"has no [a-z -]*\b{program}\b")
+
 
 if __name__ == "__main__":
     unittest.main()
