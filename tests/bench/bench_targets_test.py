@@ -39,6 +39,7 @@ STORED = {
     "bench/loader_throughput.sh": "2026-11-25-1xH100-loader/loader.json",
 }
 VERDICTS = {"met", "missed", "not applicable", "reported"}
+ONE_GPU_RUN_ALL = "2026-11-29-1xH200-run-all"  # a whole run_all on a one-GPU host
 
 
 def run_targets(*paths):
@@ -71,6 +72,19 @@ class TargetsTableTest(unittest.TestCase):
         self.assertEqual(code, 0, err)
         absent = {row[4] for row in rows if row[3] == "not measured"}
         self.assertEqual(absent, set(STORED) - {"bench/e2e_bench.py"})
+
+    def test_a_one_gpu_hosts_gpu_file_names_the_ddp_targets_it_cannot_measure(self):
+        code, rows, err = run_targets(stored(ONE_GPU_RUN_ALL + "/gpu/bench-results.json"))
+        self.assertEqual(code, 0, err)
+        ddp = [row for row in rows if row[0] == "4"]
+        self.assertEqual(len(ddp), 1, rows)
+        self.assertEqual(ddp[0][3], "not measured")
+        self.assertIn("scaling >= 95%", ddp[0][1])
+        self.assertIn("this host has 1 GPU", ddp[0][1])
+        code, rows, err = run_targets(stored(STORED["bench/gpu_bench.py"]))  # two GPUs: every DDP row measured
+        self.assertEqual(code, 0, err)
+        self.assertEqual([row for row in rows if row[0] == "4" and row[3] == "not measured"], [])
+        self.assertTrue([row for row in rows if row[0] == "4" and "scaling" in row[1] and row[3] in VERDICTS])
 
     def test_a_file_it_cannot_read_or_place_stops_it_naming_the_file(self):
         with tempfile.TemporaryDirectory() as folder:
