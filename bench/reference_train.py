@@ -184,7 +184,7 @@ def measure(rank, world, args, device, precision):
               "batch_per_gpu": args.batch, "parameters": params,
               "images_per_second": batch * world * args.steps / seconds,
               "peak_memory_bytes": torch.cuda.max_memory_allocated(device)}
-    del model, optimizer
+    model = optimizer = None  # the step closure holds them too: clear the cells, not just the names
     torch.cuda.empty_cache()  # the next precision's peak is its own
     return result
 

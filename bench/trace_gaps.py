@@ -103,7 +103,7 @@ def main():
             print(f"  {s['name']}: {(last - first) / 1000:.2f} ms, idle inside {step_idle / 1000:.2f} ms, "
                   f"host range {s['dur'] / 1000:.2f} ms")
 
-    print(f"\nlongest idle gaps (the host calls and operators running while the stream waited):")
+    print("\nlongest idle gaps (the host calls and operators running while the stream waited):")
     starts = [o["ts"] for o in ops]
     for length, at, before, after in sorted(gaps, key=lambda g: -g[0])[:args.top]:
         if length < args.min_gap_us:
