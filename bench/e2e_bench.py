@@ -18,12 +18,12 @@ said so, where the mode refuses it) and --num-workers W per rank; DDP over NCCL 
 Two mgpu rows from JPEGs: the loader threads decoding (mgpu e2e, --decode's default) and nvJPEG
 decoding on the device with min(W, --gpu-decode-workers) threads beside it (mgpu e2e, --decode
 gpu; left out where --e2e-flags names a decoder, or with --no-gpu-decode). Each gets its own
-targets. (--gpu-decode-workers defaults to 12, ResNet-18's best count where counts were compared
-on one machine: on one GPU 95.4% and 96.7% of synthetic at 12 threads against 89.5-93.6% at 4-8 and
-89.9% at 14; under DDP on 2 GPUs 91.5% and 97.2% at 12 against 90.7% and 93.3% at 16;
-bench/results/2026-11-28-2xH100-decode-threads/. Across machines the spread is wider: 2x H200 read
-89.6% at 12 on one GPU (another machine 91.0% at 32) and 90.6% on two (another 87.0% at 16);
-2026-11-28-2xH200-e2e-graphed-and-dispatch-binding/.)
+targets. (--gpu-decode-workers defaults to 12: by the device's clock, one H200 with 16 cores read
+ResNet-18 at 96.1% and 96.3% of synthetic at 12 threads, 96.0% and 96.7% at 8, 92.4% and 95.3% at 6,
+92.5% and 95.5% at 4, no count steadily better than 12; bench/results/2026-11-29-1xH200-run-all/.
+Machines differ more than counts: that day's run_all machine read 92.9% at 12. On 2x H100, by the
+host's launch clock (metrics.csv's elapsed_seconds), 12 was best of 4-16 on one GPU and beat 16 under DDP;
+2026-11-28-2xH100-decode-threads/.)
 After one 3-step warm-up run (the first process on a fresh machine reads the libraries from disk),
 each mgpu configuration runs once, WARMUP steps and then as many as one epoch of the folder holds
 (at most MAX_LONG), measured within the run as PyTorch's reference measures its own between
