@@ -167,8 +167,8 @@ if [ "$GPUS" -ge 2 ]; then
 fi
 # Issue 40's --decode gpu rows (decode only, and end to end at 4 and 2 threads per GPU), against the
 # e2e step's synthetic rates where it ran; mgpu's step as in the e2e step either way.
-step gpu-decode gpu-decode.json env MGPU_FLAGS="$E2E_MGPU_FLAGS" bash "$HERE/gpu_decode_bench.sh" "$BUILD" "$OUT/gpu-decode" "$PYTHON" \
-  "$OUT/e2e/e2e-bench.json"
+step gpu-decode gpu-decode.json env MGPU_FLAGS="$E2E_MGPU_FLAGS" bash "$HERE/gpu_decode_bench.sh" "$BUILD" \
+  "$OUT/gpu-decode" "$PYTHON" "$OUT/e2e/e2e-bench.json"
 # The loader alone (CPU), on the end-to-end step's JPEG folder where it is there.
 CACHE=${MGPU_CACHE:-$HOME/.cache/mgpu}
 for folder in "$CACHE"/bench-e2e/jpeg-*/; do
