@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 31, call 2 (a fresh nvidia-h200: one H200, 16 cores): make bench-gpu's run_all, every step, nothing else.
+# Session 31, call 2 (an nvidia-h200: one H200, 16 cores): make bench-gpu's run_all, every step, nothing else.
 # .pack/pack.tar.xz holds /opt/deps (the Debian packages of .devdeps unpacked, static libraries other than
 # GoogleTest's dropped, Fashion-MNIST's IDX files uncompressed) and /tmp/site (the three wheels unpacked), so that
 # packages, wheels and data fit one call's 64 MiB. Builds, makes the JPEG folder beside the build, starts
