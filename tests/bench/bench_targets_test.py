@@ -1,8 +1,7 @@
 """The benchmark's targets table (bench/targets.py), the end-to-end driver's rows
 (bench/e2e_bench.py), the in-run rate the drivers share (bench/run_rate.py), over results stored
 in bench/results/, and the programs bench/run_all.sh asks for: what `make bench-gpu` prints on a GPU
-host, checked without one. No torch: the
-scripts import it only where they measure.
+host, checked without one. No torch: the scripts import it only where they measure.
 
     python3 tests/bench/bench_targets_test.py   (ctest: BenchScripts, label unit)
 """
@@ -239,6 +238,7 @@ class InRunRateTest(unittest.TestCase):
         rate = run_rate.in_run_throughput(folder, e2e_bench.WARMUP, e2e_bench.BATCH)
         self.assertAlmostEqual(rate / row["rows_seen_images_per_second"], 1.0, delta=0.005)
         self.assertGreater(row["images_per_second"] / rate, 1.05)  # what the launch clock made of it
+
 
 class RunAllProgramsTest(unittest.TestCase):
     """bench/run_all.sh asks for the programs of the steps it is to run, and no others."""
