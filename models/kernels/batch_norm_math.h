@@ -31,7 +31,7 @@
 //                   and g itself as the residual's gradient, where there is a residual
 //   grad finalize   gamma's and beta's gradients, gx's coefficients; a warp per channel
 //   grad apply      gx = a g + b (x - mean) + c, g read back from the residual's gradient where
-//                   there is one (one tensor instead of gy and y)
+//                   there is one (as gy with no relu: one tensor instead of gy, gy2 and y)
 // A y that two consumers read (a ResNet block's output) may come with two gradients, gy and gy2:
 // the backward adds them as it loads them, rounded to the element type as ATen's add rounds
 // them, instead of reading a sum that another pass wrote.
@@ -53,15 +53,30 @@ constexpr int kBnVectorsPerRow = kBnTileChannels / kBnVector;   // 8
 constexpr int kBnRowLanes = 32;                                 // a tile's interleaved row sums
 constexpr int kBnBlockThreads = kBnRowLanes * kBnVectorsPerRow;  // 256: one (lane, vector) each
 // Blocks a kernel aims for: one wave of an H100 (132 SMs, two 256-thread blocks each, every thread
-// with kBnRowsInFlight rows of loads in flight). Fewer splits than four waves' 1,056 leave the
+// with its rows' loads in flight). Fewer splits than four waves' 1,056 leave the
 // finalizes fewer partials to add, and no last wave part-empty: ResNet-18's graphed step (bf16, 32 px,
 // batch 256) went from 58,736 to 63,246 img/s on an H100 (VGG-19 +1.7%, ResNet-50 +2.1%). A shape
 // constant, so that the splits and the sums' order never depend on the GPU.
 constexpr int kBnTargetBlocks = 264;
 constexpr int kBnMinRowsPerSplit = 4 * kBnRowLanes;
-// Rows a lane loads before it uses them (in order): the gradient passes load up to three tensors a row.
-constexpr int kBnRowsInFlight = 4;
-constexpr int kBnGradientRowsInFlight = 2;
+// Loads a thread keeps in flight, in 16-byte vectors of bfloat16: each pass issues the loads of its
+// lane's next rows, every tensor it reads, before it uses any (in order), as many rows as these
+// vectors hold (the statistics 8 rows, the gradient passes 2 to 4). At 16 warps an SM a pass moves
+// bytes at about the rate its loads in flight allow, up to the registers' limit (128 a thread at
+// two blocks an SM); float's vectors take twice the registers: half the rows. 8 measured best of 8
+// to 24 on an H200 (bench/results/2026-11-29-1xH200-bn-bandwidth), with no kernel spilling. At 16
+// the gradient kernels spilled and the gradient apply wrote a wrong gx in each lane's first rows,
+// where the same source built without spills (one block an SM) gave the right bits: the GPU tests
+// (tests/gpu/batch_norm_cuda_test.cpp) compare every instance with the CPU's bits, run them after
+// changing this.
+constexpr int kBnVectorsInFlight = 8;
+
+// The rows a pass of T keeps in flight: kBnVectorsInFlight over the vectors a row loads, at least one.
+template <typename T>
+MGPU_HOST_DEVICE constexpr int BnRowsInFlight(int vectors_per_row) {
+  const int rows = kBnVectorsInFlight / vectors_per_row / (sizeof(T) == 2 ? 1 : 2);
+  return rows > 1 ? rows : 1;
+}
 
 struct BatchNormShape {
   int64_t rows = 0;  // M
@@ -115,21 +130,25 @@ MGPU_HOST_DEVICE inline TileItem ItemOf(int tile, int item) {
   return {item / kBnVectorsPerRow, tile * kBnTileChannels + (item % kBnVectorsPerRow) * kBnVector};
 }
 
-// Calls row(r) for the rows of `split` that `lane` sums, in order, loading kBnRowsInFlight rows'
-// vectors before it adds them: load(r, v) fills v, add(v) adds them.
-template <typename Load, typename Add>
-MGPU_HOST_DEVICE inline void ForLaneRows(const BatchNormShape& s, int split, int lane, const Load& load,
+// Calls add(v) with the item's kBnVector elements of x (as floats) in each row of `split` that its
+// lane sums, in order; kRows rows' loads issued (packed) before any is added.
+template <int kRows, typename T, typename Add>
+MGPU_HOST_DEVICE inline void ForLaneRows(const BatchNormShape& s, const T* x, int split, TileItem item,
                                          const Add& add) {
   const int64_t end = s.split_end(split);
-  for (int64_t base = s.split_begin(split) + lane; base < end; base += kBnRowsInFlight * kBnRowLanes) {
-    float v[kBnRowsInFlight][kBnVector];
+  for (int64_t base = s.split_begin(split) + item.lane; base < end; base += kRows * kBnRowLanes) {
+    Packed<T> packed[kRows];
     MGPU_UNROLL
-    for (int u = 0; u < kBnRowsInFlight; ++u) {
-      if (base + u * kBnRowLanes < end) load(base + u * kBnRowLanes, v[u]);
+    for (int u = 0; u < kRows; ++u) {
+      const int64_t row = base + u * kBnRowLanes;
+      if (row < end) LoadPacked(x + row * s.channels + item.channel, &packed[u]);
     }
     MGPU_UNROLL
-    for (int u = 0; u < kBnRowsInFlight; ++u) {
-      if (base + u * kBnRowLanes < end) add(v[u]);
+    for (int u = 0; u < kRows; ++u) {
+      if (base + u * kBnRowLanes >= end) continue;
+      float v[kBnVector];
+      Unpack(packed[u], v);
+      add(v);
     }
   }
 }
@@ -152,8 +171,9 @@ MGPU_HOST_DEVICE inline void StoreSplitPartials(const BatchNormShape& s, int spl
 
 // ---- forward ----
 
-// Each item's lane sums of d = x - x[0, c] and of d^2 over the split's rows, into lane_sums.
-template <typename T>
+// Each item's lane sums of d = x - x[0, c] and of d^2 over the split's rows, into lane_sums; kRows
+// rows in flight (any number gives the same sums).
+template <int kRows, typename T>
 MGPU_HOST_DEVICE inline void StatisticsLaneSums(const BatchNormShape& s, const T* x, int split, int tile,
                                                 float* lane_sums, int thread, int threads) {
   for (int i = thread; i < kBnBlockThreads; i += threads) {
@@ -161,16 +181,14 @@ MGPU_HOST_DEVICE inline void StatisticsLaneSums(const BatchNormShape& s, const T
     if (item.channel >= s.channels) continue;
     float shift[kBnVector], sum[kBnVector] = {}, squares[kBnVector] = {};
     LoadVector(x + item.channel, shift);
-    ForLaneRows(
-        s, split, item.lane, [&](int64_t r, float* v) { LoadVector(x + r * s.channels + item.channel, v); },
-        [&](const float* v) {
-          MGPU_UNROLL
-          for (int k = 0; k < kBnVector; ++k) {
-            const float d = v[k] - shift[k];
-            sum[k] += d;
-            squares[k] = fmaf(d, d, squares[k]);
-          }
-        });
+    ForLaneRows<kRows>(s, x, split, item, [&](const float* v) {
+      MGPU_UNROLL
+      for (int k = 0; k < kBnVector; ++k) {
+        const float d = v[k] - shift[k];
+        sum[k] += d;
+        squares[k] = fmaf(d, d, squares[k]);
+      }
+    });
     const int column = item.channel - tile * kBnTileChannels;
     MGPU_UNROLL
     for (int k = 0; k < kBnVector; ++k) {
@@ -261,43 +279,47 @@ MGPU_HOST_DEVICE inline void FinalizeChannel(const BatchNormShape& s, const Batc
 // act(z): relu's or none's.
 MGPU_HOST_DEVICE inline float Activated(float z, bool relu) { return relu ? Relu(z) : z; }
 
-// The element-wise pass: y = act(x scale + shift [+ residual]) over the split's rows of the item.
-template <typename T>
+// The element-wise pass: y = act(x scale + shift [+ residual]) over the split's rows of the item,
+// kRows rows' loads in flight.
+template <int kRows, typename T>
 MGPU_HOST_DEVICE inline void ApplyItem(const BatchNormShape& s, const T* x, const T* residual,
                                        const BatchNormStatistics& st, bool relu, int split, TileItem item, T* y) {
   float scale[kBnVector], shift[kBnVector];
   LoadChannels(st.scale, item.channel, scale);
   LoadChannels(st.shift, item.channel, shift);
   const int64_t end = s.split_end(split);
-  for (int64_t base = s.split_begin(split) + item.lane; base < end; base += kBnRowsInFlight * kBnRowLanes) {
-    float v[kBnRowsInFlight][kBnVector], r[kBnRowsInFlight][kBnVector];
+  for (int64_t base = s.split_begin(split) + item.lane; base < end; base += kRows * kBnRowLanes) {
+    Packed<T> packed_x[kRows], packed_residual[kRows];
     MGPU_UNROLL
-    for (int u = 0; u < kBnRowsInFlight; ++u) {
+    for (int u = 0; u < kRows; ++u) {
       const int64_t at = (base + u * kBnRowLanes) * s.channels + item.channel;
       if (base + u * kBnRowLanes >= end) continue;
-      LoadVector(x + at, v[u]);
-      if (residual != nullptr) LoadVector(residual + at, r[u]);
+      LoadPacked(x + at, &packed_x[u]);
+      if (residual != nullptr) LoadPacked(residual + at, &packed_residual[u]);
     }
     MGPU_UNROLL
-    for (int u = 0; u < kBnRowsInFlight; ++u) {
+    for (int u = 0; u < kRows; ++u) {
       if (base + u * kBnRowLanes >= end) continue;
+      float v[kBnVector], r[kBnVector] = {};
+      Unpack(packed_x[u], v);
+      if (residual != nullptr) Unpack(packed_residual[u], r);
       MGPU_UNROLL
       for (int k = 0; k < kBnVector; ++k) {
-        const float z = fmaf(v[u][k], scale[k], shift[k]);
-        v[u][k] = Activated(residual != nullptr ? z + r[u][k] : z, relu);
+        const float z = fmaf(v[k], scale[k], shift[k]);
+        v[k] = Activated(residual != nullptr ? z + r[k] : z, relu);
       }
-      StoreVector(v[u], y + (base + u * kBnRowLanes) * s.channels + item.channel);
+      StoreVector(v, y + (base + u * kBnRowLanes) * s.channels + item.channel);
     }
   }
 }
 
-template <typename T>
+template <int kRows, typename T>
 MGPU_HOST_DEVICE inline void Apply(const BatchNormShape& s, const T* x, const T* residual,
                                    const BatchNormStatistics& st, bool relu, int split, int tile, T* y, int thread,
                                    int threads) {
   for (int i = thread; i < kBnBlockThreads; i += threads) {
     const TileItem item = ItemOf(tile, i);
-    if (item.channel < s.channels) ApplyItem(s, x, residual, st, relu, split, item, y);
+    if (item.channel < s.channels) ApplyItem<kRows>(s, x, residual, st, relu, split, item, y);
   }
 }
 
@@ -307,27 +329,38 @@ MGPU_HOST_DEVICE inline void Apply(const BatchNormShape& s, const T* x, const T*
 // relu's output is <= 0 (a NaN output passes gy).
 MGPU_HOST_DEVICE inline float PassedGradient(float gy, float y, bool relu) { return relu && y <= 0.f ? 0.f : gy; }
 
-// relu's output where the forward added no residual, recomputed from x as the forward computed
-// and rounded it.
+// Where relu had no residual, the backward masks the gradient where relu's output y =
+// RoundedTo<T>(Relu(z)), z = x scale + shift, is <= 0, without computing y: z <=
+// LargestMaskedInput<T>(). Relu(z) is 0 for z <= 0 (-0 for -0) and z itself otherwise (a NaN too,
+// which passes); rounded to bfloat16, a positive z becomes 0 exactly where its bits are <= 0x8000
+// (float32 denormals: (bits + 0x7fff) >> 16 is 0, the tie at 0x8000 going to the even 0). One
+// comparison instead of relu, the rounding and a comparison: the recomputing passes read only x and
+// gy and were short of issue slots; ResNet-50's batch norms' backward went from 11.9 to 11.2 ms a
+// step on an H200 (bench/results/2026-11-29-1xH200-bn-bandwidth, call 2).
 template <typename T>
-MGPU_HOST_DEVICE inline float RecomputedOutput(float x, float scale, float shift) {
-  return RoundedTo<T>(Activated(fmaf(x, scale, shift), true));
+MGPU_HOST_DEVICE inline float LargestMaskedInput();
+template <>
+MGPU_HOST_DEVICE inline float LargestMaskedInput<float>() {
+  return 0.f;
+}
+template <>
+MGPU_HOST_DEVICE inline float LargestMaskedInput<Bf16>() {
+  return BitsToFloat(0x8000u);
 }
 
 // Where a backward pass finds g, the gradient that relu passes to bn's output (and the residual):
-//   - from gy, or gy + gy2 rounded to T (two consumers' gradients of y, which ATen's autograd engine
-//     would add in an element-wise pass of its own and round), through relu's mask: y where it is
-//     read (relu with a residual), else recomputed from x;
-//   - or, in the apply pass where bn had a residual, from `passed`: g itself, which the sums pass
-//     stored as the residual's gradient (one tensor read instead of gy, gy2 and y).
+// from gy, or gy + gy2 rounded to T (two consumers' gradients of y, which ATen's autograd engine
+// would add in an element-wise pass of its own and round), through relu's mask: y where it is read
+// (relu with a residual), else recomputed from x. In the apply pass where bn had a residual, gy is
+// g itself, which the sums pass stored as the residual's gradient, with no relu (one tensor read
+// instead of gy, gy2 and y).
 template <typename T>
 struct GradientSource {
   const T* gy = nullptr;
   const T* gy2 = nullptr;  // none: null
   const T* y = nullptr;    // null where relu's output is recomputed (or there is no relu)
-  const T* passed = nullptr;
 
-  MGPU_HOST_DEVICE bool recomputes(bool relu) const { return relu && y == nullptr && passed == nullptr; }
+  MGPU_HOST_DEVICE bool recomputes(bool relu) const { return relu && y == nullptr; }
 };
 
 // A backward item's per-channel values: the mean, and the forward's scale and shift where it
@@ -348,53 +381,53 @@ struct GradientItemChannels {
   template <typename T>
   MGPU_HOST_DEVICE float Passed(float gy, float x, float y, bool relu, int k) const {
     if (!relu) return gy;
-    return PassedGradient(gy, recompute ? RecomputedOutput<T>(x, scale[k], shift[k]) : y, true);
+    if (recompute) return fmaf(x, scale[k], shift[k]) <= LargestMaskedInput<T>() ? 0.f : gy;
+    return PassedGradient(gy, y, true);
   }
 };
 
 // Calls use(at, x, g) for the rows of `split` that the item's lane takes, in order: `at` the row's
 // offset of the item's vector, x its kBnVector inputs, g the gradients relu passes to them (from
-// `source`); kBnGradientRowsInFlight rows' loads issued before any is used.
-template <typename T, typename Use>
+// `source`); kRows rows' loads issued (packed) before any is used.
+template <int kRows, typename T, typename Use>
 MGPU_HOST_DEVICE inline void ForGradientRows(const BatchNormShape& s, const T* x, const GradientSource<T>& source,
                                              const GradientItemChannels& channels, bool relu, int split,
                                              TileItem item, const Use& use) {
-  constexpr int kRows = kBnGradientRowsInFlight;
-  const bool read_y = source.passed == nullptr && relu && !channels.recompute;
+  const bool read_y = relu && !channels.recompute;
   const int64_t end = s.split_end(split);
   for (int64_t base = s.split_begin(split) + item.lane; base < end; base += kRows * kBnRowLanes) {
-    float xv[kRows][kBnVector], yv[kRows][kBnVector] = {}, gv[kRows][kBnVector], g2[kRows][kBnVector];
+    Packed<T> packed_x[kRows], packed_g[kRows], packed_g2[kRows], packed_y[kRows];
     MGPU_UNROLL
     for (int u = 0; u < kRows; ++u) {
       const int64_t at = (base + u * kBnRowLanes) * s.channels + item.channel;
       if (base + u * kBnRowLanes >= end) continue;
-      LoadVector(x + at, xv[u]);
-      if (source.passed != nullptr) {
-        LoadVector(source.passed + at, gv[u]);
-        continue;
-      }
-      LoadVector(source.gy + at, gv[u]);
-      if (source.gy2 != nullptr) LoadVector(source.gy2 + at, g2[u]);
-      if (read_y) LoadVector(source.y + at, yv[u]);
+      LoadPacked(x + at, &packed_x[u]);
+      LoadPacked(source.gy + at, &packed_g[u]);
+      if (source.gy2 != nullptr) LoadPacked(source.gy2 + at, &packed_g2[u]);
+      if (read_y) LoadPacked(source.y + at, &packed_y[u]);
     }
     MGPU_UNROLL
     for (int u = 0; u < kRows; ++u) {
       if (base + u * kBnRowLanes >= end) continue;
-      if (source.passed == nullptr) {
-        MGPU_UNROLL
-        for (int k = 0; k < kBnVector; ++k) {
-          const float g = source.gy2 != nullptr ? RoundedTo<T>(gv[u][k] + g2[u][k]) : gv[u][k];
-          gv[u][k] = channels.Passed<T>(g, xv[u][k], yv[u][k], relu, k);
-        }
+      float xv[kBnVector], gv[kBnVector], g2[kBnVector] = {}, yv[kBnVector] = {};
+      Unpack(packed_x[u], xv);
+      Unpack(packed_g[u], gv);
+      if (source.gy2 != nullptr) Unpack(packed_g2[u], g2);
+      if (read_y) Unpack(packed_y[u], yv);
+      MGPU_UNROLL
+      for (int k = 0; k < kBnVector; ++k) {
+        const float g = source.gy2 != nullptr ? RoundedTo<T>(gv[k] + g2[k]) : gv[k];
+        gv[k] = channels.Passed<T>(g, xv[k], yv[k], relu, k);
       }
-      use((base + u * kBnRowLanes) * s.channels + item.channel, xv[u], gv[u]);
+      use((base + u * kBnRowLanes) * s.channels + item.channel, xv, gv);
     }
   }
 }
 
 // Each item's lane sums of g and of g (x - mean) over the split's rows, into lane_sums; and g
 // itself, unless gresidual is null, as the residual's gradient (which the apply pass reads back).
-template <typename T>
+// kRows rows in flight (any number gives the same sums).
+template <int kRows, typename T>
 MGPU_HOST_DEVICE inline void GradientLaneSums(const BatchNormShape& s, const T* x, const GradientSource<T>& source,
                                               const BatchNormStatistics& st, bool relu, int split, int tile,
                                               float* lane_sums, T* gresidual, int thread, int threads) {
@@ -403,7 +436,7 @@ MGPU_HOST_DEVICE inline void GradientLaneSums(const BatchNormShape& s, const T* 
     if (item.channel >= s.channels) continue;
     const GradientItemChannels channels(st, source.recomputes(relu), item.channel);
     float sum[kBnVector] = {}, products[kBnVector] = {};
-    ForGradientRows(s, x, source, channels, relu, split, item, [&](int64_t at, const float* xv, const float* g) {
+    ForGradientRows<kRows>(s, x, source, channels, relu, split, item, [&](int64_t at, const float* xv, const float* g) {
       if (gresidual != nullptr) StoreVector(g, gresidual + at);
       MGPU_UNROLL
       for (int k = 0; k < kBnVector; ++k) {
@@ -442,8 +475,8 @@ MGPU_HOST_DEVICE inline void FinalizeGradientChannel(const BatchNormShape& s, co
   out.c[c] = -a * (sums[0] / rows);
 }
 
-// gx over the split's rows of the item.
-template <typename T>
+// gx over the split's rows of the item, kRows rows' loads in flight.
+template <int kRows, typename T>
 MGPU_HOST_DEVICE inline void GradientApplyItem(const BatchNormShape& s, const T* x, const GradientSource<T>& source,
                                                const BatchNormStatistics& st, const BatchNormGradients& coefficients,
                                                bool relu, int split, TileItem item, T* gx) {
@@ -452,7 +485,7 @@ MGPU_HOST_DEVICE inline void GradientApplyItem(const BatchNormShape& s, const T*
   LoadChannels(coefficients.a, item.channel, a);
   LoadChannels(coefficients.b, item.channel, b);
   LoadChannels(coefficients.c, item.channel, c);
-  ForGradientRows(s, x, source, channels, relu, split, item, [&](int64_t at, const float* xv, const float* g) {
+  ForGradientRows<kRows>(s, x, source, channels, relu, split, item, [&](int64_t at, const float* xv, const float* g) {
     float gxv[kBnVector];
     MGPU_UNROLL
     for (int k = 0; k < kBnVector; ++k) gxv[k] = fmaf(b[k], xv[k] - channels.mean[k], fmaf(a[k], g[k], c[k]));
@@ -460,13 +493,13 @@ MGPU_HOST_DEVICE inline void GradientApplyItem(const BatchNormShape& s, const T*
   });
 }
 
-template <typename T>
+template <int kRows, typename T>
 MGPU_HOST_DEVICE inline void GradientApply(const BatchNormShape& s, const T* x, const GradientSource<T>& source,
                                            const BatchNormStatistics& st, const BatchNormGradients& coefficients,
                                            bool relu, int split, int tile, T* gx, int thread, int threads) {
   for (int i = thread; i < kBnBlockThreads; i += threads) {
     const TileItem item = ItemOf(tile, i);
-    if (item.channel < s.channels) GradientApplyItem(s, x, source, st, coefficients, relu, split, item, gx);
+    if (item.channel < s.channels) GradientApplyItem<kRows>(s, x, source, st, coefficients, relu, split, item, gx);
   }
 }
 

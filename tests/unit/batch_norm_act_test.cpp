@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <iterator>
+#include <vector>
 
 #include "models/batch_norm_act.h"
 #include "tests/support/batch_norm_on_host.h"
@@ -261,6 +264,33 @@ TEST(BatchNormArithmetic, SplitsTheRowsByTheShapeAlone) {
   const auto wide = MakeBatchNormShape(64 * 4 * 4, 512);  // layer4's 8 tiles, in splits of the fewest rows
   EXPECT_EQ(wide.splits, 8);
   EXPECT_EQ(wide.rows_per_split, 128);
+}
+
+// Where relu had no residual, the backward masks the gradient by comparing z = x scale + shift
+// with a threshold instead of rounding relu(z) to the element type: the same mask for every z, the
+// float32 denormals that round to a bfloat16 zero (bits <= 0x8000), the tie and NaN among them.
+template <typename T>
+void ExpectTheRecomputedMaskIsTheRoundedOutputs() {
+  float mean[kernels::kBnVector] = {}, scale[kernels::kBnVector], shift[kernels::kBnVector] = {};
+  std::fill(std::begin(scale), std::end(scale), 1.f);
+  const kernels::BatchNormStatistics st{mean, nullptr, scale, shift};
+  const kernels::GradientItemChannels channels(st, /*recomputes=*/true, 0);
+  std::vector<uint32_t> bits = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x3f800000u, 0x00800000u};
+  for (uint32_t b = 0; b <= 0x18000u; b += 0x7fu) bits.push_back(b), bits.push_back(b | 0x80000000u);
+  for (const uint32_t b : {0x7fffu, 0x8000u, 0x8001u, 0xffffu, 0x10000u, 0x17fffu, 0x18000u}) {
+    bits.push_back(b), bits.push_back(b | 0x80000000u);
+  }
+  for (const uint32_t b : bits) {
+    const float z = kernels::BitsToFloat(b);
+    const float y = kernels::RoundedTo<T>(kernels::Relu(z));
+    EXPECT_EQ(channels.Passed<T>(1.f, z, 0.f, /*relu=*/true, 0), kernels::PassedGradient(1.f, y, true))
+        << std::hex << "z bits 0x" << b;
+  }
+}
+
+TEST(BatchNormArithmetic, MasksTheRecomputedReluAsItsRoundedOutput) {
+  ExpectTheRecomputedMaskIsTheRoundedOutputs<kernels::Bf16>();
+  ExpectTheRecomputedMaskIsTheRoundedOutputs<float>();
 }
 
 TEST(BatchNormArithmetic, TakesMoreThanOneRowAndWholeVectorsOfChannels) {
