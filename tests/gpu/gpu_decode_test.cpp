@@ -228,6 +228,32 @@ TEST_F(GpuDecode, TheCpuAssistDecodesSamplesOfLaterBatchesAsTheCpuPathDoes) {
   EXPECT_EQ(off.stats().gpu_images, kBatches * on_gpu);
 }
 
+// A sample the CPU assist claims and the CPU path refuses (libjpeg stops at a stream cut short
+// inside the crop) goes to the device: decoded there, or where nvJPEG refuses it too, to the CPU
+// path's --on-bad-image; never counted as assisted, and no other sample is lost.
+TEST_F(GpuDecode, ASampleTheAssistCannotDecodeGoesToTheDevice) {
+  std::vector<Sample> samples = FixedSet();
+  const std::string& whole = samples.front().bytes;
+  samples.push_back({"baseline cut at a third", whole.substr(0, whole.size() / 3)});
+  const auto source = Source(StreamTransform::kResizeCenterCrop, true, samples);
+  GpuJpegBatches gpu(source, torch::Device(torch::kCUDA, 0), source->size(), 3, GpuDecoderChoice::kFastest,
+                     CpuAssist::kEverySample);
+  const Batch batch = GpuBatch(source, 0, gpu);
+  const GpuDecodeStats stats = gpu.stats();
+  const auto on_gpu = std::count_if(samples.begin(), samples.end(), [](const Sample& s) { return s.on_gpu; });
+  EXPECT_EQ(stats.cpu_assisted, on_gpu - 1) << "every readable sample of nvJPEG's codings, by the assist";
+  const int64_t refused = stats.fallback_reasons.count("nvjpeg_error") ? stats.fallback_reasons.at("nvjpeg_error") : 0;
+  EXPECT_EQ(stats.gpu_images + refused, 1) << "the cut sample, on the device (decoded or refused)";
+  EXPECT_EQ(source->skipped(), refused) << "refused by both decoders: skipped, as --on-bad-image skip says";
+  samples.pop_back();
+  const Batch cpu = CpuBatch(Source(StreamTransform::kResizeCenterCrop, true, samples), 0);
+  const int64_t kept = static_cast<int64_t>(samples.size());
+  Batch rest;
+  rest.images = batch.images.narrow(0, 0, kept);
+  rest.labels = batch.labels.narrow(0, 0, kept);
+  ExpectClose(cpu, rest, samples, "the samples beside the cut one");
+}
+
 // A device other than the calling thread's current one (every rank but the first of a DDP job
 // whose threads never call set_device): the batches are made there and match the CPU path.
 // (Before the producer's threads set their device: "CUDA error: invalid resource handle" on
