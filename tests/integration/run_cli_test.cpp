@@ -190,11 +190,13 @@ TEST_F(RunCli, WorkersOfAStoppedLauncherEndByThemselvesAfterTheHeartbeatTimeout)
   ::kill(launcher, SIGCONT);
   job.Wait();
   ASSERT_TRUE(ended) << "the workers of a stopped launcher went on";
+  const std::string said = ReadText(logs + "/rank-0.log") + ReadText(logs + "/rank-1.log");
+  ASSERT_TRUE(PathExists(out_ / "orphaned/summary.json")) << "rank 0 ended without writing summary.json; the ranks' "
+                                                             "logs:\n" << said;
   const nlohmann::json summary = ReadSummary(out_ / "orphaned");
   EXPECT_EQ(summary["status"], "failed");
   EXPECT_EQ(summary["exit_code"], 1);
   // The rank that noticed first says why; the other may fail first on its collective with it.
-  const std::string said = ReadText(logs + "/rank-0.log") + ReadText(logs + "/rank-1.log");
   EXPECT_NE(said.find("the launcher (mgpu run, coordinator at"), std::string::npos) << said;
   EXPECT_NE(said.find("stopped answering"), std::string::npos) << said;
 }
