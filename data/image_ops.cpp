@@ -229,14 +229,23 @@ bool ResampleRgbRowPairsAnyTaps(const uint8_t* row, const Taps& cols, const int3
     default: return false;
   }
 }
+
+// Whether pixels are interleaved RGB, the layout ResampleRgbRow and ResampleRgbRowPairs read.
+bool IsInterleavedRgb(int64_t channels, int64_t pixel_stride, int64_t channel_stride) {
+  return channels == 3 && pixel_stride == 3 && channel_stride == 1;
+}
 #endif
 
-// The horizontal pass of one source row: ResampleRgbRow where it applies (interleaved RGB, a
-// readable byte after the row, SSE4.1, a tap count it is instantiated for), else ResampleRow.
+// The horizontal pass of one source row: where ResampleRgbRow applies (interleaved RGB, a
+// readable byte after the row, SSE4.1, a tap count it is instantiated for), ResampleRgbRowPairs
+// if `pairs` (PairWeights(cols, out_width), or nullptr) is given, else ResampleRgbRow; else
+// ResampleRow.
 void ResampleAnyRow(const uint8_t* row, int64_t channels, int64_t pixel_stride, int64_t channel_stride,
-                    bool byte_after_row, const Taps& cols, int64_t out_width, uint8_t* out, int64_t out_plane) {
+                    bool byte_after_row, const Taps& cols, const int32_t* pairs, int64_t out_width, uint8_t* out,
+                    int64_t out_plane) {
 #if MGPU_RGB_ROW_KERNEL
-  if (channels == 3 && pixel_stride == 3 && channel_stride == 1 && byte_after_row && CpuHasSse41()) {
+  if (IsInterleavedRgb(channels, pixel_stride, channel_stride) && byte_after_row && CpuHasSse41()) {
+    if (pairs != nullptr && ResampleRgbRowPairsAnyTaps(row, cols, pairs, out_width, out, out_plane)) return;
     switch (cols.taps) {
       case 2: return ResampleRgbRow<2>(row, cols, 0, out_width, out, out_plane);
       case 3: return ResampleRgbRow<3>(row, cols, 0, out_width, out, out_plane);
@@ -281,22 +290,18 @@ MGPU_VECTOR_CLONES void ResampleColumns(const uint8_t* src, int64_t src_stride, 
 void ResampleRows(const uint8_t* in, const uint8_t* in_end, int64_t channels, int64_t channel_stride,
                   int64_t row_stride, int64_t pixel_stride, int64_t height, int64_t width, const Taps& cols,
                   int64_t out_width, uint8_t* out, int64_t out_plane) {
+  std::vector<int32_t> pair_weights;  // computed once for all rows, where AVX2's kernel may run
 #if MGPU_RGB_ROW_KERNEL
-  // AVX2's kernel where ResampleRgbRow's applies (its conditions but the byte after a row).
-  const bool pairs = channels == 3 && pixel_stride == 3 && channel_stride == 1 && CpuHasSse41() && CpuHasAvx2();
-  const std::vector<int32_t> pair_weights = pairs ? PairWeights(cols, out_width) : std::vector<int32_t>();
+  if (IsInterleavedRgb(channels, pixel_stride, channel_stride) && CpuHasAvx2()) {
+    pair_weights = PairWeights(cols, out_width);
+  }
 #endif
+  const int32_t* pairs = pair_weights.empty() ? nullptr : pair_weights.data();
   for (int64_t y = 0; y < height; ++y) {
     const uint8_t* row = in + y * row_stride;
     const bool byte_after_row = row + width * pixel_stride < in_end;
-#if MGPU_RGB_ROW_KERNEL
-    if (pairs && byte_after_row &&
-        ResampleRgbRowPairsAnyTaps(row, cols, pair_weights.data(), out_width, out + y * out_width, out_plane)) {
-      continue;
-    }
-#endif
-    ResampleAnyRow(row, channels, pixel_stride, channel_stride, byte_after_row, cols, out_width, out + y * out_width,
-                   out_plane);
+    ResampleAnyRow(row, channels, pixel_stride, channel_stride, byte_after_row, cols, pairs, out_width,
+                   out + y * out_width, out_plane);
   }
 }
 
