@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <cstdlib>
 #include <functional>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -163,6 +165,23 @@ bool ProcessEnded(pid_t pid) {
          stat.compare(name_end + 1, 3, " X ") == 0;
 }
 
+// How a zombie `pid` ended, from its wait status (field 52 of /proc/PID/stat, kept until its
+// parent reaps it): "exit code N", "signal N", or "unknown" once it is gone.
+std::string HowZombieEnded(pid_t pid) {
+  const std::string stat = ReadText("/proc/" + std::to_string(pid) + "/stat");
+  const size_t name_end = stat.rfind(')');
+  if (name_end == std::string::npos) return "unknown";
+  std::istringstream fields(stat.substr(name_end + 2));  // field 3 (the state) onwards
+  std::string field;
+  for (int index = 3; index <= 52 && fields >> field; ++index) {
+    if (index < 52) continue;
+    const int wait_status = std::atoi(field.c_str());
+    if (WIFSIGNALED(wait_status)) return "signal " + std::to_string(WTERMSIG(wait_status));
+    return "exit code " + std::to_string(WEXITSTATUS(wait_status));
+  }
+  return "unknown";
+}
+
 TEST_F(RunCli, WorkersOfAStoppedLauncherEndByThemselvesAfterTheHeartbeatTimeout) {
   // One metrics row per epoch keeps the workers' output far below what the stopped launcher's
   // pipes hold, so it cannot block them.
@@ -186,13 +205,16 @@ TEST_F(RunCli, WorkersOfAStoppedLauncherEndByThemselvesAfterTheHeartbeatTimeout)
   // The bound: the 3 s heartbeat timeout, then the next step (or 10 s more for a stuck worker);
   // the deadline here only allows for a busy machine.
   const bool ended = WaitFor([&] { return ProcessEnded(rank0) && ProcessEnded(rank1); }, 90);
+  // Read while the stopped launcher cannot reap them.
+  const std::string how = "rank 0: " + HowZombieEnded(rank0) + ", rank 1: " + HowZombieEnded(rank1);
   ::kill(launcher, SIGKILL);
   ::kill(launcher, SIGCONT);
   job.Wait();
   ASSERT_TRUE(ended) << "the workers of a stopped launcher went on";
   const std::string said = ReadText(logs + "/rank-0.log") + ReadText(logs + "/rank-1.log");
-  ASSERT_TRUE(PathExists(out_ / "orphaned/summary.json")) << "rank 0 ended without writing summary.json; the ranks' "
-                                                             "logs:\n" << said;
+  ASSERT_TRUE(PathExists(out_ / "orphaned/summary.json"))
+      << "rank 0 ended without writing summary.json (" << how << "); the ranks' logs:\n" << said;
+  EXPECT_EQ(how, "rank 0: exit code 1, rank 1: exit code 1") << said;
   const nlohmann::json summary = ReadSummary(out_ / "orphaned");
   EXPECT_EQ(summary["status"], "failed");
   EXPECT_EQ(summary["exit_code"], 1);
