@@ -39,6 +39,13 @@ extern "C" void OnStopSignal(int signal) {
   if (now - first_signal_nanos.load() >= window) ::_exit(128 + signal);
 }
 
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGUSR1, SIGHUP};
+
+bool Ignored(int signal) {
+  struct sigaction current {};
+  return ::sigaction(signal, nullptr, &current) == 0 && current.sa_handler == SIG_IGN;
+}
+
 }  // namespace
 
 void InstallStopSignalHandlers() {
@@ -46,8 +53,11 @@ void InstallStopSignalHandlers() {
   action.sa_handler = OnStopSignal;
   action.sa_flags = SA_RESTART;
   sigemptyset(&action.sa_mask);
-  for (int signal : {SIGINT, SIGTERM, SIGUSR1}) sigaddset(&action.sa_mask, signal);
-  for (int signal : {SIGINT, SIGTERM, SIGUSR1}) ::sigaction(signal, &action, nullptr);
+  for (int signal : kStopSignals) sigaddset(&action.sa_mask, signal);
+  for (int signal : kStopSignals) {
+    if (signal == SIGHUP && Ignored(SIGHUP)) continue;  // nohup's choice (stop_signal.h)
+    ::sigaction(signal, &action, nullptr);
+  }
 }
 
 int ReceivedStopSignal() { return first_signal.load(std::memory_order_relaxed); }

@@ -1,5 +1,11 @@
-// A request to stop a run, from SIGINT, SIGTERM or SIGUSR1 (Slurm's warning before a time limit
-// or preemption: `#SBATCH --signal=USR1@90`).
+// A request to stop a run, from SIGINT, SIGTERM, SIGUSR1 (Slurm's warning before a time limit
+// or preemption: `#SBATCH --signal=USR1@90`) or SIGHUP (the terminal or ssh session closed; also
+// the kernel's hang-up of a stopped job whose shell was killed, POSIX's orphaned process group).
+//
+// SIGHUP ignored on entry stays ignored: `nohup` asked the run to outlive its terminal. Elsewhere
+// a hang-up stops the run as SIGTERM does (torchrun handles it so too), with a checkpoint, instead
+// of the default action that kills the process (and `mgpu run`'s workers, by their parent-death
+// signal) with no summary.json and no checkpoint.
 //
 // The handlers only record the signal (an atomic and clock_gettime, both async-signal-safe); the
 // training loop asks at each step boundary, stops there on every rank and writes a checkpoint
@@ -21,11 +27,12 @@ namespace mgpu {
 
 inline constexpr std::chrono::milliseconds kSameRequestWindow{1000};
 
-// Installs the handlers for SIGINT, SIGTERM and SIGUSR1 (sigaction). Idempotent.
+// Installs the handlers for SIGINT, SIGTERM, SIGUSR1 and (unless ignored on entry) SIGHUP
+// (sigaction). Idempotent.
 void InstallStopSignalHandlers();
 
-// The first stop signal this process received (SIGINT, SIGTERM or SIGUSR1), or 0. Cheap: one
-// atomic load.
+// The first stop signal this process received (SIGINT, SIGTERM, SIGUSR1 or SIGHUP), or 0. Cheap:
+// one atomic load.
 int ReceivedStopSignal();
 
 // "SIGTERM" for SIGTERM; "signal N" for a number without a name.

@@ -26,7 +26,7 @@
 namespace mgpu {
 
 struct StopRequest {
-  int signal = 0;  // SIGINT, SIGTERM or SIGUSR1
+  int signal = 0;  // SIGINT, SIGTERM, SIGUSR1 or SIGHUP
   int rank = 0;    // the lowest rank that received it
 };
 

@@ -1,6 +1,6 @@
 // mgpu-worker: one training process. Runs alone, under `mgpu`, under mpirun or under torchrun.
 // Exit codes: 0 success, 2 bad input, 3 training diverged, 128+N stopped by signal N (SIGINT,
-// SIGTERM, SIGUSR1: resumable, common/stop_signal.h), 1 anything else.
+// SIGTERM, SIGUSR1, SIGHUP: resumable, common/stop_signal.h), 1 anything else.
 #include <unistd.h>
 
 #include <chrono>

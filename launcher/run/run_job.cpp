@@ -34,13 +34,13 @@ namespace mgpu {
 namespace {
 
 constexpr auto kStopGrace = std::chrono::milliseconds(3000);
-// From forwarding SIGINT/SIGTERM/SIGUSR1 to SIGKILL: the workers finish their step and write a
+// From forwarding SIGINT/SIGTERM/SIGUSR1/SIGHUP to SIGKILL: the workers finish their step and write a
 // checkpoint in it (docs/GUIDE.md, "Stopping a run"). Slurm's default KillWait is as long.
 constexpr auto kInterruptGrace = std::chrono::milliseconds(30000);
 constexpr auto kPollInterval = std::chrono::milliseconds(50);
 
 // The launcher's signals are the worker's (common/stop_signal.h): the first is forwarded to the
-// workers; a second SIGINT/SIGTERM ends the launcher at once, and its workers with it (their
+// workers; a second SIGINT/SIGTERM/SIGHUP ends the launcher at once, and its workers with it (their
 // parent-death signal).
 void InstallStopHandlers() { InstallStopSignalHandlers(); }
 

@@ -14,9 +14,10 @@
 //     --heartbeat-timeout (worker/coordinator_client.h);
 //   - a rank silent, or training without a new step, for --heartbeat-timeout is hung: where
 //     every rank is gets printed and the job stops with exit code 1;
-//   - SIGINT, SIGTERM and SIGUSR1 are forwarded to every worker, which stops at its next step
-//     boundary (all ranks at the same one) and writes a checkpoint; SIGKILL after 30 s; the job
-//     exits 128 + signal, summary.json status "interrupted". A second SIGINT/SIGTERM ends it at once;
+//   - SIGINT, SIGTERM, SIGUSR1 and SIGHUP (unless ignored, as under nohup) are forwarded to every
+//     worker, which stops at its next step boundary (all ranks at the same one) and writes a
+//     checkpoint; SIGKILL after 30 s; the job exits 128 + signal, summary.json status
+//     "interrupted". A second SIGINT/SIGTERM/SIGHUP ends it at once;
 //   - --max-restarts N starts the whole group again after a failure, with
 //     --resume <out>/checkpoints/latest.ckpt when that file exists.
 // Other nodes' launchers join node 0's coordinator, start their workers (which register with

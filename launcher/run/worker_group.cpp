@@ -90,6 +90,7 @@ void WorkerGroup::Start(const std::vector<WorkerSpec>& specs) {
       ::signal(SIGINT, SIG_DFL);
       ::signal(SIGTERM, SIG_DFL);
       ::signal(SIGUSR1, SIG_DFL);
+      // SIGHUP keeps the launcher's disposition: ignored under nohup, as the user asked.
       ::execve(arg_ptrs[0], arg_ptrs.data(), env_ptrs.data());
       const char message[] = "mgpu run: cannot execute the worker program\n";
       WriteAll(STDERR_FILENO, message, sizeof(message) - 1);

@@ -1,9 +1,10 @@
 // Stopping a run with a signal, end to end on the CPU: SIGTERM, SIGINT or SIGUSR1 stop a bare
-// worker, two DDP ranks (each signalled, as Slurm does, or one alone) and `mgpu run` at a step
-// boundary common to every rank; the checkpoint of that step is written, summary.json says
-// "interrupted", the exit code is 128 + N, and --resume from it ends with the parameters of a run
-// that was never stopped. A second SIGTERM ends a worker, or `mgpu run` and its workers, that
-// cannot reach a step boundary.
+// worker, two DDP ranks (each signalled, as Slurm does, or one alone) and `mgpu run` (SIGTERM or
+// a hang-up) at a step boundary common to every rank; the checkpoint of that step is written,
+// summary.json says "interrupted", the exit code is 128 + N, and --resume from it ends with the
+// parameters of a run that was never stopped. A worker under nohup trains on through a hang-up.
+// A second SIGTERM ends a worker, or `mgpu run` and its workers, that cannot reach a step
+// boundary.
 //
 // The runs are endless (--epochs 100000) until signalled once metrics.csv shows a few steps, so
 // the signal always lands mid-run whatever the machine's speed; the step it stopped at is read
@@ -144,6 +145,30 @@ class StopSignalCli : public ::testing::Test {
     EXPECT_EQ(resumed["test_loss"].get<double>(), whole["test_loss"].get<double>());
   }
 
+  // Signals `mgpu run` (2 DDP ranks) once both train: it forwards the signal, every worker stops
+  // at one step with exit code 128 + signal, and the job says "interrupted".
+  void ExpectMgpuRunForwards(int signal, const std::string& name) {
+    std::vector<std::string> argv = {MGPU_LAUNCHER_BIN, "run", "--nproc-per-node", "2", "--mode", "ddp"};
+    for (const std::string& flag : Flags("stopped")) argv.push_back(flag);
+    BackgroundCommand job(argv);
+    const std::vector<pid_t> pids = WaitUntilTraining("stopped", 2);
+    ASSERT_EQ(pids.size(), 2u);
+    const std::string stat = ReadText("/proc/" + std::to_string(pids[0]) + "/stat");  // field 4: the launcher
+    pid_t launcher = -1;
+    char state = 0;
+    ASSERT_EQ(std::sscanf(stat.c_str() + stat.rfind(')') + 1, " %c %d", &state, &launcher), 2);
+    ::kill(launcher, signal);
+    const CommandResult result = job.Wait();
+    EXPECT_EQ(result.exit_code, 128 + signal) << result.output;
+    const int64_t step = ExpectInterrupted("stopped", name);
+    const nlohmann::json launcher_record = ReadSummary(out_ / "stopped")["launcher"];
+    EXPECT_EQ(launcher_record["root_cause"]["kind"], "interrupted");
+    for (int rank = 0; rank < 2; ++rank) {
+      EXPECT_EQ(launcher_record["ranks"][rank]["exit_code"], 128 + signal) << "rank " << rank << " stopped itself";
+      EXPECT_EQ(LoggedStopStep(out_ / ("stopped/logs/rank-" + std::to_string(rank) + ".log"), name), step);
+    }
+  }
+
   static TempDir* data_;
   TempDir out_;
 };
@@ -208,25 +233,58 @@ TEST_F(StopSignalCli, SigtermToOneDdpRankStopsEveryRankAtOneStep) {
 }
 
 TEST_F(StopSignalCli, SigtermToMgpuRunReachesEveryWorkerAndTheJobSaysInterrupted) {
-  std::vector<std::string> argv = {MGPU_LAUNCHER_BIN, "run", "--nproc-per-node", "2", "--mode", "ddp"};
+  ExpectMgpuRunForwards(SIGTERM, "SIGTERM");
+}
+
+// A closed terminal (or the kernel's hang-up of a stopped job whose shell left) must not kill
+// the launcher, and its workers with it by their parent-death signal, with no checkpoint.
+TEST_F(StopSignalCli, SighupToMgpuRunStopsTheJobAsSigtermDoes) { ExpectMgpuRunForwards(SIGHUP, "SIGHUP"); }
+
+// Ctrl-Z, then the shell is killed (an exiting bash would send its stopped jobs SIGTERM): the
+// kernel sends the stopped job's process group, orphaned now, SIGHUP and SIGCONT (POSIX).
+// `mgpu run` must stop the run as for a hang-up, not die with its workers. The shell runs in a
+// session of its own (setsid), so the orphaning does not depend on the session this test runs
+// in; the launcher's output goes to a file, as it outlives the shell.
+TEST_F(StopSignalCli, ASuspendedMgpuRunWhoseShellIsKilledStopsWithACheckpoint) {
+  const std::string script =
+      "set -m; metrics=$1; log=$2; shift 2; \"$@\" > \"$log\" 2>&1 & launcher=$!; echo \"launcher $launcher\"; "
+      "for i in $(seq 1200); do [ \"$(cat \"$metrics\" 2>/dev/null | wc -l)\" -gt 4 ] && break; sleep 0.1; done; "
+      "kill -STOP $launcher; "  // the kernel hangs up only a group already stopped: wait for it
+      "for i in $(seq 100); do read -r stat < /proc/$launcher/stat; case \"${stat##*) }\" in T*) break;; esac; "
+      "sleep 0.1; done; kill -KILL $$";
+  std::vector<std::string> argv = {"setsid", "bash", "-c", script, "bash", out_ / "stopped/metrics.csv",
+                                   out_ / "launcher.log", MGPU_LAUNCHER_BIN, "run", "--nproc-per-node", "2",
+                                   "--mode", "ddp"};
   for (const std::string& flag : Flags("stopped")) argv.push_back(flag);
-  BackgroundCommand job(argv);
-  const std::vector<pid_t> pids = WaitUntilTraining("stopped", 2);
-  ASSERT_EQ(pids.size(), 2u);
-  const std::string stat = ReadText("/proc/" + std::to_string(pids[0]) + "/stat");  // field 4: the launcher
-  pid_t launcher = -1;
-  char state = 0;
-  ASSERT_EQ(std::sscanf(stat.c_str() + stat.rfind(')') + 1, " %c %d", &state, &launcher), 2);
-  ::kill(launcher, SIGTERM);
-  const CommandResult result = job.Wait();
-  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.output;
-  const int64_t step = ExpectInterrupted("stopped", "SIGTERM");
+  const CommandResult shell = RunCommand(argv);
+  ASSERT_EQ(shell.exit_code, 128 + SIGKILL) << shell.output;
+  const pid_t launcher = static_cast<pid_t>(std::atoi(shell.output.substr(shell.output.find("launcher ") + 9).c_str()));
+  ASSERT_GT(launcher, 1) << shell.output;
+  const bool stopped = WaitFor([&] { return IsRegularFile(out_ / "stopped/summary.json") && !ProcessRunning(launcher); },
+                               kStartDeadlineSeconds);
+  if (!stopped) ::kill(launcher, SIGKILL);
+  ASSERT_TRUE(stopped) << "mgpu run did not end, or ended without summary.json, after the hang-up; its output:\n"
+                       << ReadText(out_ / "launcher.log");
+  ExpectInterrupted("stopped", "SIGHUP");
   const nlohmann::json launcher_record = ReadSummary(out_ / "stopped")["launcher"];
-  EXPECT_EQ(launcher_record["root_cause"]["kind"], "interrupted");
-  for (int rank = 0; rank < 2; ++rank) {
-    EXPECT_EQ(launcher_record["ranks"][rank]["exit_code"], 128 + SIGTERM) << "rank " << rank << " stopped itself";
-    EXPECT_EQ(LoggedStopStep(out_ / ("stopped/logs/rank-" + std::to_string(rank) + ".log"), "SIGTERM"), step);
-  }
+  EXPECT_EQ(launcher_record["root_cause"]["kind"], "interrupted") << ReadText(out_ / "launcher.log");
+  EXPECT_EQ(launcher_record["exit_code"], 128 + SIGHUP);
+}
+
+TEST_F(StopSignalCli, AWorkerUnderNohupTrainsOnThroughAHangUp) {
+  std::vector<std::string> argv = Worker("kept");
+  argv.insert(argv.begin(), "nohup");
+  BackgroundCommand run(argv);
+  const std::vector<pid_t> pids = WaitUntilTraining("kept", 1);
+  ASSERT_EQ(pids.size(), 1u);
+  ::kill(pids[0], SIGHUP);
+  const int64_t rows_at_hang_up = LineCount(out_ / "kept/metrics.csv");
+  EXPECT_TRUE(WaitFor([&] { return LineCount(out_ / "kept/metrics.csv") > rows_at_hang_up + 5; }, kStartDeadlineSeconds))
+      << "the worker stopped training after a SIGHUP that nohup ignores";
+  ::kill(pids[0], SIGTERM);
+  const CommandResult result = run.Wait();
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.output;
+  ExpectInterrupted("kept", "SIGTERM");
 }
 
 TEST_F(StopSignalCli, ASecondSigtermEndsAWorkerThatCannotReachAStepBoundary) {
