@@ -249,9 +249,11 @@ TEST_F(StopSignalCli, ASuspendedMgpuRunWhoseShellIsKilledStopsWithACheckpoint) {
   const std::string script =
       "set -m; metrics=$1; log=$2; shift 2; \"$@\" > \"$log\" 2>&1 & launcher=$!; echo \"launcher $launcher\"; "
       "for i in $(seq 1200); do [ \"$(cat \"$metrics\" 2>/dev/null | wc -l)\" -gt 4 ] && break; sleep 0.1; done; "
-      "kill -STOP $launcher; "  // the kernel hangs up only a group already stopped: wait for it
-      "for i in $(seq 100); do read -r stat < /proc/$launcher/stat; case \"${stat##*) }\" in T*) break;; esac; "
-      "sleep 0.1; done; kill -KILL $$";
+      // The kernel hangs up only a group whose stop has completed: every thread of the launcher
+      // stopped, the last one marking the group a moment later.
+      "kill -STOP $launcher; for i in $(seq 100); do stopped=1; for task in /proc/$launcher/task/*/stat; do "
+      "read -r stat < $task 2>/dev/null; case \"${stat##*) }\" in T*) ;; *) stopped=0;; esac; done; "
+      "[ $stopped = 1 ] && break; sleep 0.1; done; sleep 0.2; kill -KILL $$";
   std::vector<std::string> argv = {"setsid", "bash", "-c", script, "bash", out_ / "stopped/metrics.csv",
                                    out_ / "launcher.log", MGPU_LAUNCHER_BIN, "run", "--nproc-per-node", "2",
                                    "--mode", "ddp"};

@@ -92,13 +92,14 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector
 }
 
 BackgroundCommand::BackgroundCommand(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {
+  // Close-on-exec: the child gets the pipe as its stdout and stderr only, so a grandchild that
+  // redirects both (a daemon, a detached job) does not keep it open under another number.
   int pipe_fds[2];
-  if (::pipe(pipe_fds) != 0) throw std::runtime_error("pipe failed");
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
-  posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
   for (const auto& e : extra_env) env_strings.push_back(e);
