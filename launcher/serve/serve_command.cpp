@@ -19,6 +19,7 @@
 
 #include "common/files.h"
 #include "common/status.h"
+#include "common/stop_signal.h"
 #include "launcher/cuda_devices.h"
 #include "launcher/serve/job_manager.h"
 #include "launcher/serve/job_paths.h"
@@ -34,12 +35,18 @@ namespace {
 std::atomic<int> stop_signal{0};
 extern "C" void OnServeStopSignal(int signal) { stop_signal = signal; }
 
+// SIGHUP (a closed terminal) too, unless ignored on entry (nohup): its default action would kill
+// the service, and its jobs with it by their parent-death signal, without their checkpoints.
 void InstallStopHandlers() {
   struct sigaction action {};
   action.sa_handler = OnServeStopSignal;
   sigemptyset(&action.sa_mask);
   ::sigaction(SIGINT, &action, nullptr);
   ::sigaction(SIGTERM, &action, nullptr);
+  struct sigaction hang_up {};
+  if (::sigaction(SIGHUP, nullptr, &hang_up) == 0 && hang_up.sa_handler != SIG_IGN) {
+    ::sigaction(SIGHUP, &action, nullptr);
+  }
 }
 
 std::string AbsolutePath(const std::string& path) {
@@ -76,9 +83,9 @@ of the host is loopback. Jobs run as the service's user, so it refuses to run as
 the --allow-read folders; models load only from those allowed folders, and plugins (code run as the
 service's user) only with --allow-plugins.
 
-The addresses it listens on are also written to <state-dir>/address, one a line. SIGINT or SIGTERM
-stop it: running jobs are stopped (recorded interrupted) and queued ones stay queued for the next
-start.)";
+The addresses it listens on are also written to <state-dir>/address, one a line. SIGINT, SIGTERM or
+SIGHUP (a closed terminal; not under nohup) stop it: running jobs are stopped (recorded interrupted)
+and queued ones stay queued for the next start.)";
 
 // The state folder made private: the socket, jobs' configurations and outputs are the user's.
 void MakePrivate(const std::string& folder) {
@@ -175,7 +182,7 @@ int ServeMain(const std::vector<std::string>& args) {
     std::fprintf(stderr, "mgpu serve: clients: MGPU_SERVER=%s mgpu submit CONFIG | status | watch ID | cancel ID | logs ID\n",
                  server->socket_address().c_str());
     while (stop_signal.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    const std::string why = fmt::format("mgpu serve was stopped ({})", stop_signal.load() == SIGINT ? "SIGINT" : "SIGTERM");
+    const std::string why = fmt::format("mgpu serve was stopped ({})", SignalName(stop_signal.load()));
     std::fprintf(stderr, "mgpu serve: %s; stopping the running jobs\n", why.c_str());
     // Stop the jobs while still answering (status shows them stopping), then stop serving.
     manager->Stop(why);

@@ -28,6 +28,8 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include <nlohmann/json.hpp>
+
 #include "common/files.h"
 #include "rpc/channel.h"
 #include "service/job_service.grpc.pb.h"
@@ -250,6 +252,29 @@ TEST_F(ServeCli, CancelStopsARunningJobAndFreesItsDevicesWithinFiveSeconds) {
   const CommandResult again = service.Mgpu("cancel", {std::to_string(big)});
   EXPECT_EQ(again.exit_code, 2) << again.output;
   EXPECT_NE(again.output.find("already ended (cancelled)"), std::string::npos) << again.output;
+}
+
+// A closed terminal stops the service as SIGTERM does: the running job stops with a checkpoint
+// and is recorded interrupted, not killed with the service by its parent-death signal.
+TEST_F(ServeCli, AHangUpStopsTheServiceAndItsRunningJobCleanly) {
+  const std::string state = dir_ / "state";
+  int64_t job = 0;
+  std::string run;
+  {
+    Service service(state, ReadData());
+    job = Submit(service, {Config("long.yaml", "epochs: 100000\n")});
+    ASSERT_TRUE(WaitFor([&] { return service.Job(job).progress().step() > 2; }, 60)) << "the job did not start training";
+    run = service.Job(job).run_folder();
+    EXPECT_EQ(service.Stop(SIGHUP), 0) << ReadText(state + ".log");
+  }
+  EXPECT_NE(ReadText(state + ".log").find("mgpu serve was stopped (SIGHUP)"), std::string::npos) << ReadText(state + ".log");
+  const nlohmann::json summary = nlohmann::json::parse(ReadText(run + "/summary.json"));
+  EXPECT_EQ(summary["status"], "interrupted") << "the job stopped at a step boundary, as for SIGTERM";
+  EXPECT_TRUE(IsRegularFile(run + "/checkpoints/latest.ckpt"));
+  Service service(state, ReadData());
+  EXPECT_EQ(service.Job(job).state(), service::INTERRUPTED);
+  EXPECT_TRUE(service.Job(job).resumable());
+  EXPECT_EQ(service.Stop(SIGTERM), 0);
 }
 
 TEST_F(ServeCli, AKilledServiceRestartsWithEveryJobAndTheRunningOneResumable) {

@@ -109,8 +109,18 @@ BackgroundCommand::BackgroundCommand(const std::vector<std::string>& argv, const
   std::vector<std::string> args = argv;
   for (auto& a : args) arg_ptrs.push_back(a.data());
   arg_ptrs.push_back(nullptr);
+  // The stop signals start at their default actions, as from a terminal, however this test was
+  // started (`nohup` ignores SIGHUP, a shell's `&` SIGINT): the tests that send them rely on it.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  for (int signal : {SIGHUP, SIGINT, SIGTERM, SIGUSR1}) sigaddset(&defaults, signal);
+  posix_spawnattr_setsigdefault(&attributes, &defaults);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF);
   pid_t pid = 0;
-  const int rc = ::posix_spawnp(&pid, args[0].c_str(), &actions, nullptr, arg_ptrs.data(), env_ptrs.data());
+  const int rc = ::posix_spawnp(&pid, args[0].c_str(), &actions, &attributes, arg_ptrs.data(), env_ptrs.data());
+  posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   ::close(pipe_fds[1]);
   if (rc != 0) {
