@@ -1,6 +1,7 @@
 // `mgpu serve`: owns this host's devices and runs submitted jobs (launcher/serve/job_manager.h)
-// behind the JobService (launcher/serve/job_service.h) until SIGINT or SIGTERM, which stop the running
-// jobs (recorded interrupted, resumable from their checkpoints) and exit 0.
+// behind the JobService (launcher/serve/job_service.h) until SIGINT, SIGTERM or SIGHUP (unless
+// ignored on entry, as under nohup), which stop the running jobs (recorded interrupted, resumable
+// from their checkpoints) and exit 0.
 #pragma once
 
 #include <string>
