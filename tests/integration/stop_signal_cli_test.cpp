@@ -236,7 +236,7 @@ TEST_F(StopSignalCli, SigtermToMgpuRunReachesEveryWorkerAndTheJobSaysInterrupted
   ExpectMgpuRunForwards(SIGTERM, "SIGTERM");
 }
 
-// A closed terminal (or the kernel's hang-up of a stopped job whose shell left) must not kill
+// A closed terminal (or the kernel's hang-up of a stopped job whose shell was killed) must not kill
 // the launcher, and its workers with it by their parent-death signal, with no checkpoint.
 TEST_F(StopSignalCli, SighupToMgpuRunStopsTheJobAsSigtermDoes) { ExpectMgpuRunForwards(SIGHUP, "SIGHUP"); }
 
