@@ -188,7 +188,7 @@ TEST_F(RunCli, WorkersOfAStoppedLauncherEndByThemselvesAfterTheHeartbeatTimeout)
   std::vector<std::string> argv =
       Command("orphaned", {"--nproc-per-node", "2", "--heartbeat-timeout", "3"}, {"--epochs", "100000"});
   *(std::find(argv.begin(), argv.end(), "--log-every") + 1) = "1000000";
-  BackgroundCommand job(argv);
+  BackgroundCommand job(argv, {}, ProcessGroup::kOwn);  // it gets stopped (test_support.h)
   const std::string logs = out_ / "orphaned/logs";
   pid_t rank0 = -1, rank1 = -1;
   ASSERT_TRUE(WaitFor(

@@ -91,7 +91,8 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector
   return BackgroundCommand(argv, extra_env).Wait();
 }
 
-BackgroundCommand::BackgroundCommand(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {
+BackgroundCommand::BackgroundCommand(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
+                                     ProcessGroup group) {
   // Close-on-exec: the child gets the pipe as its stdout and stderr only, so a grandchild that
   // redirects both (a daemon, a detached job) does not keep it open under another number.
   int pipe_fds[2];
@@ -117,7 +118,12 @@ BackgroundCommand::BackgroundCommand(const std::vector<std::string>& argv, const
   sigemptyset(&defaults);
   for (int signal : {SIGHUP, SIGINT, SIGTERM, SIGUSR1}) sigaddset(&defaults, signal);
   posix_spawnattr_setsigdefault(&attributes, &defaults);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF);
+  short flags = POSIX_SPAWN_SETSIGDEF;
+  if (group == ProcessGroup::kOwn) {
+    posix_spawnattr_setpgroup(&attributes, 0);
+    flags |= POSIX_SPAWN_SETPGROUP;
+  }
+  posix_spawnattr_setflags(&attributes, flags);
   pid_t pid = 0;
   const int rc = ::posix_spawnp(&pid, args[0].c_str(), &actions, &attributes, arg_ptrs.data(), env_ptrs.data());
   posix_spawnattr_destroy(&attributes);

@@ -75,10 +75,17 @@ struct CommandResult {
 CommandResult RunCommand(const std::vector<std::string>& argv,
                          const std::vector<std::string>& extra_env = {});
 
+// Where a BackgroundCommand runs: in this test's process group (that of ctest and whatever
+// started it), or in one of its own. A test that stops the command (SIGSTOP) must use its own:
+// should the harness's group lose its last parent outside it (its shell exits) while a member is
+// stopped, the kernel sends SIGHUP to the whole group, ctest and this test included.
+enum class ProcessGroup { kInherited, kOwn };
+
 // A command running in the background; Wait() collects its exit code and output.
 class BackgroundCommand {
  public:
-  BackgroundCommand(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {});
+  BackgroundCommand(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {},
+                    ProcessGroup group = ProcessGroup::kInherited);
   ~BackgroundCommand();  // kills the process if Wait() was not called
   BackgroundCommand(const BackgroundCommand&) = delete;
   BackgroundCommand& operator=(const BackgroundCommand&) = delete;
