@@ -41,12 +41,12 @@ extern "C" void OnStopSignal(int signal) {
 
 constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGUSR1, SIGHUP};
 
-bool Ignored(int signal) {
-  struct sigaction current {};
-  return ::sigaction(signal, nullptr, &current) == 0 && current.sa_handler == SIG_IGN;
-}
-
 }  // namespace
+
+bool HangUpIsIgnored() {
+  struct sigaction current {};
+  return ::sigaction(SIGHUP, nullptr, &current) == 0 && current.sa_handler == SIG_IGN;
+}
 
 void InstallStopSignalHandlers() {
   struct sigaction action {};
@@ -55,7 +55,7 @@ void InstallStopSignalHandlers() {
   sigemptyset(&action.sa_mask);
   for (int signal : kStopSignals) sigaddset(&action.sa_mask, signal);
   for (int signal : kStopSignals) {
-    if (signal == SIGHUP && Ignored(SIGHUP)) continue;  // nohup's choice (stop_signal.h)
+    if (signal == SIGHUP && HangUpIsIgnored()) continue;  // nohup's choice (stop_signal.h)
     ::sigaction(signal, &action, nullptr);
   }
 }

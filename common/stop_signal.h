@@ -35,6 +35,11 @@ void InstallStopSignalHandlers();
 // one atomic load.
 int ReceivedStopSignal();
 
+// True where SIGHUP's action is SIG_IGN: `nohup` asked the process to outlive its terminal. Every
+// stop handler of mgpu's programs leaves SIGHUP alone then (this file's, `mgpu serve`'s), so call
+// it before installing one.
+bool HangUpIsIgnored();
+
 // "SIGTERM" for SIGTERM; "signal N" for a number without a name.
 std::string SignalName(int signal);
 

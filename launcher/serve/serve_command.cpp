@@ -43,10 +43,7 @@ void InstallStopHandlers() {
   sigemptyset(&action.sa_mask);
   ::sigaction(SIGINT, &action, nullptr);
   ::sigaction(SIGTERM, &action, nullptr);
-  struct sigaction hang_up {};
-  if (::sigaction(SIGHUP, nullptr, &hang_up) == 0 && hang_up.sa_handler != SIG_IGN) {
-    ::sigaction(SIGHUP, &action, nullptr);
-  }
+  if (!HangUpIsIgnored()) ::sigaction(SIGHUP, &action, nullptr);
 }
 
 std::string AbsolutePath(const std::string& path) {

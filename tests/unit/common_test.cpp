@@ -1,13 +1,15 @@
-// common/: splitting lists and giving a file a second name.
+// common/: splitting lists, giving a file a second name, and the stop signals' helpers.
 #include <gtest/gtest.h>
 #include <chrono>
 #include <set>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/files.h"
 #include "common/server_ports.h"
 #include "common/split.h"
+#include "common/stop_signal.h"
 #include "tests/support/test_support.h"
 
 namespace mgpu {
@@ -54,6 +56,22 @@ TEST(ServerPorts, CandidatesAreDistinctUnprivilegedAndBelowTheEphemeralRange) {
   EXPECT_EQ(few.size(), 6u);
   for (const int port : few) EXPECT_GE(port, 1024);
   EXPECT_TRUE(ServerPortCandidates(PortRange{1024, 60999}, 64).empty());
+}
+
+TEST(HangUpIsIgnored, FollowsSighupsActionSoNohupsChoiceIsKept) {
+  struct sigaction saved {};
+  ASSERT_EQ(::sigaction(SIGHUP, nullptr, &saved), 0);
+  ::signal(SIGHUP, SIG_IGN);  // as nohup starts a program
+  EXPECT_TRUE(HangUpIsIgnored());
+  ::signal(SIGHUP, SIG_DFL);
+  EXPECT_FALSE(HangUpIsIgnored());
+  ::sigaction(SIGHUP, &saved, nullptr);
+}
+
+TEST(SignalName, NamesKnownSignalsAndNumbersTheRest) {
+  EXPECT_EQ(SignalName(SIGHUP), "SIGHUP");
+  EXPECT_EQ(SignalName(SIGTERM), "SIGTERM");
+  EXPECT_EQ(SignalName(250), "signal 250");
 }
 
 TEST(LinkOrWriteAtomically, GivesTheFileASecondNameOnOneFileSystem) {
