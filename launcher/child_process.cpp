@@ -1,16 +1,20 @@
 #include "launcher/child_process.h"
 
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "common/files.h"
 #include "common/status.h"
+#include "common/stop_signal.h"
 
 extern char** environ;
 
@@ -41,9 +45,19 @@ int RunAndWait(const std::vector<std::string>& argv) {
   pid_t pid = 0;
   const int rc = ::posix_spawn(&pid, args[0].c_str(), nullptr, nullptr, arg_ptrs.data(), environ);
   if (rc != 0) throw Error(ExitCode::kFailure, "cannot start " + args[0] + ": " + std::strerror(rc));
+  // Polled rather than blocking in waitpid, so that a stop signal is passed on while the child runs.
+  constexpr auto kPollInterval = std::chrono::milliseconds(50);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw Error(ExitCode::kFailure, "waitpid failed: " + std::string(std::strerror(errno)));
+  bool passed_on = false;
+  for (;;) {
+    const pid_t ended = ::waitpid(pid, &status, WNOHANG);
+    if (ended == pid) break;
+    if (ended < 0 && errno != EINTR) throw Error(ExitCode::kFailure, "waitpid failed: " + std::string(std::strerror(errno)));
+    if (const int signal = ReceivedStopSignal(); signal != 0 && !passed_on) {
+      ::kill(pid, signal);
+      passed_on = true;
+    }
+    std::this_thread::sleep_for(kPollInterval);
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "common/files.h"
+#include "common/stop_signal.h"
 #include "launcher/child_process.h"
 #include "launcher/compare/comparison_report.h"
 
@@ -61,6 +62,9 @@ std::vector<ComparisonRow> RowsSoFar(const std::vector<ComparisonRow>& rows) {
 }  // namespace
 
 int RunComparison(const ComparePlan& plan, const std::string& plan_text, const std::string& out, int repeat) {
+  // A stop signal ends the comparison after the running row, which stops at a step boundary with
+  // its checkpoint (RunAndWait passes the signal on); the report keeps every row that ran.
+  InstallStopSignalHandlers();
   MakeDirectories(out);
   WriteFileAtomically(out + "/compare.yaml", plan_text);
   std::vector<ComparisonRow> rows(plan.runs.size());
@@ -69,8 +73,8 @@ int RunComparison(const ComparePlan& plan, const std::string& plan_text, const s
   // lands on several rows once each instead of on every repeat of one row.
   const size_t total = plan.runs.size() * static_cast<size_t>(repeat);
   size_t done = 0;
-  for (int r = 0; r < repeat; ++r) {
-    for (size_t i = 0; i < plan.runs.size(); ++i) {
+  for (int r = 0; r < repeat && ReceivedStopSignal() == 0; ++r) {
+    for (size_t i = 0; i < plan.runs.size() && ReceivedStopSignal() == 0; ++i) {
       const PlannedRun& run = plan.runs[i];
       const std::string folder = out + "/" + FolderName(run.name) +
                                  (repeat > 1 ? fmt::format("/repeat-{}", r + 1) : std::string());
@@ -82,11 +86,17 @@ int RunComparison(const ComparePlan& plan, const std::string& plan_text, const s
       WriteComparison(out, plan, RowsSoFar(rows));
     }
   }
-  const int failures = static_cast<int>(std::count_if(rows.begin(), rows.end(), RunFailed));
-  std::fprintf(stdout, "\n%s\n%s", plan.name.c_str(), ComparisonTable(rows).c_str());
+  const std::vector<ComparisonRow> ran = RowsSoFar(rows);
+  const int failures = static_cast<int>(std::count_if(ran.begin(), ran.end(), RunFailed));
+  std::fprintf(stdout, "\n%s\n%s", plan.name.c_str(), ComparisonTable(ran).c_str());
   std::fprintf(stdout, "\nreport: %s/report.html (also report.md; tables: comparison.csv, comparison.json)\n",
                out.c_str());
-  if (failures > 0) std::fprintf(stderr, "mgpu compare: %d of %zu runs failed; see their rows\n", failures, rows.size());
+  if (const int signal = ReceivedStopSignal(); signal != 0) {
+    std::fprintf(stderr, "mgpu compare: stopped by %s after %zu of %zu runs; the report holds those; run the plan "
+                 "again to complete it\n", SignalName(signal).c_str(), done, total);
+    return 128 + signal;
+  }
+  if (failures > 0) std::fprintf(stderr, "mgpu compare: %d of %zu runs failed; see their rows\n", failures, ran.size());
   return failures > 0 ? 1 : 0;
 }
 

@@ -59,6 +59,7 @@ std::string Outliers(const ComparisonRow& r) {
 
 std::string Status(const ComparisonRow& r) {
   if (!RunFailed(r)) return "ok";
+  if (HasSummary(r) && r.summary->status == "interrupted") return fmt::format("interrupted (exit {})", r.exit_code);
   return HasSummary(r) ? fmt::format("failed (exit {})", r.exit_code)
                        : fmt::format("failed (exit {}, no summary)", r.exit_code);
 }

@@ -1,11 +1,15 @@
 // mgpu compare / mgpu demo end to end.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
+#include <cstdio>
 
 #include <nlohmann/json.hpp>
 
 #include "common/files.h"
 #include "tests/support/test_support.h"
+#include "tests/support/worker_logs.h"
 
 namespace mgpu {
 namespace {
@@ -107,6 +111,52 @@ TEST(MgpuCompare, RepeatMustBeAtLeastOne) {
   EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_NE(result.output.find("--repeat"), std::string::npos) << result.output;
   EXPECT_FALSE(PathExists(dir / "out"));
+}
+
+// Signalled alone (kill PID, as a script or scheduler does), `mgpu compare` passes the signal on to
+// the running row, which stops at a step boundary with its checkpoint. No later row starts, the
+// report keeps the row as interrupted, and compare exits 128 + 15 only once the row has ended: no
+// worker trains on as an orphan.
+TEST(MgpuCompare, SigtermStopsTheRunningRowWithItsCheckpointAndStartsNoOther) {
+  TempDir dir;
+  WriteTinyMnistLike(dir / "data", 640, 100);
+  WriteBytes(dir / "plan.yaml",
+             "name: endless\n"
+             "base: {data-dir: " + dir / "data" + ", device: cpu, threads: 1, batch-size: 32, epochs: 100000, "
+             "log-every: 1}\n"
+             "runs: [{name: first}, {name: second}]\n");
+  BackgroundCommand compare({MGPU_LAUNCHER_BIN, "compare", dir / "plan.yaml", "--out", dir / "out"});
+  const std::string first = dir / "out/first";
+  pid_t worker = -1;
+  const bool training = WaitFor(
+      [&] {
+        worker = LoggedPid(first + "/logs/rank-0.log");
+        return worker > 0 && LineCount(first + "/metrics.csv") > 4;
+      },
+      120);
+  ASSERT_TRUE(training) << compare.WaitAtMost(0).output;
+  const std::string stat = ReadText("/proc/" + std::to_string(worker) + "/stat");  // field 4: mgpu compare
+  pid_t launcher = -1;
+  char state = 0;
+  ASSERT_EQ(std::sscanf(stat.c_str() + stat.rfind(')') + 1, " %c %d", &state, &launcher), 2);
+  ::kill(launcher, SIGTERM);
+  const CommandResult result = compare.WaitAtMost(120);
+  const bool worker_ended = ::kill(worker, 0) != 0;
+  if (!worker_ended) ::kill(worker, SIGKILL);
+  EXPECT_TRUE(worker_ended) << "the row's worker outlived mgpu compare";
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.output;
+  EXPECT_NE(result.output.find("stopped by SIGTERM after 1 of 2 runs"), std::string::npos) << result.output;
+  ASSERT_TRUE(PathExists(first + "/summary.json")) << "written before compare ended: " << result.output;
+  const auto summary = nlohmann::json::parse(ReadText(first + "/summary.json"));
+  EXPECT_EQ(summary["status"], "interrupted");
+  EXPECT_EQ(summary["interrupted"]["signal"], "SIGTERM");
+  EXPECT_TRUE(PathExists(summary["interrupted"]["checkpoint"].get<std::string>())) << summary;
+  EXPECT_FALSE(PathExists(dir / "out/second")) << "a row started after the signal";
+  const auto doc = nlohmann::json::parse(ReadText(dir / "out/comparison.json"));
+  ASSERT_EQ(doc["runs"].size(), 1u);
+  EXPECT_EQ(doc["runs"][0]["exit_code"], 128 + SIGTERM);
+  const std::string report = ReadText(dir / "out/report.md");
+  EXPECT_NE(report.find("interrupted (exit 143)"), std::string::npos) << report;
 }
 
 TEST(MgpuDemo, QuickDemoComparesItsRunsOnFashionMnist) {

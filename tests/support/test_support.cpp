@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -138,31 +139,38 @@ BackgroundCommand::BackgroundCommand(const std::vector<std::string>& argv, const
 }
 
 BackgroundCommand::~BackgroundCommand() {
-  if (pid_ > 0) {
-    ::kill(pid_, SIGKILL);
-    Wait();
-  }
+  if (pid_ > 0) WaitAtMost(0);  // kills it
 }
 
 CommandResult BackgroundCommand::WaitAtMost(double seconds) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  using Clock = std::chrono::steady_clock;
+  // Output still open this long after the process ended is held by a process it left behind
+  // (which inherited the pipe): not waited for, so that a test of an orphan fails, not hangs.
+  constexpr auto kOrphanedPipeGrace = std::chrono::seconds(5);
+  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
   CommandResult result;
   char buffer[4096];
-  bool killed = false;
+  std::optional<Clock::time_point> ended;
+  int status = 0;
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (!killed && left.count() <= 0) {
-      ::kill(pid_, SIGKILL);  // the pipe then closes, ending the reads below
-      killed = true;
+    const auto now = Clock::now();
+    if (!ended && ::waitpid(pid_, &status, WNOHANG) == pid_) ended = now;
+    if (!ended && now >= deadline) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+      ended = now;
     }
+    if (ended && now >= *ended + kOrphanedPipeGrace) break;
     pollfd readable{output_fd_, POLLIN, 0};
-    if (::poll(&readable, 1, killed ? 1000 : static_cast<int>(std::min<int64_t>(left.count(), 1000))) <= 0) continue;
+    if (::poll(&readable, 1, 100) <= 0) continue;
     const ssize_t n = ::read(output_fd_, buffer, sizeof(buffer));
     if (n <= 0) break;
     result.output.append(buffer, static_cast<size_t>(n));
   }
-  const CommandResult rest = Wait();  // the exit status (the output is all read)
-  result.exit_code = rest.exit_code;
+  ::close(output_fd_);
+  if (!ended) ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
 }
 

@@ -92,7 +92,8 @@ class BackgroundCommand {
   CommandResult Wait();
   // As Wait(), for at most `seconds`: then the process is killed (SIGKILL), its exit code is
   // 128 + 9 and its output what it wrote until then, so that a test of a hang fails saying what
-  // the process printed instead of waiting forever.
+  // the process printed instead of waiting forever. Output that a process it left behind keeps
+  // open is read for at most 5 s after the process ended.
   CommandResult WaitAtMost(double seconds);
 
  private:
