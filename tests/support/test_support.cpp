@@ -88,6 +88,15 @@ void WriteTinyMnistLike(const std::string& folder, int train, int test, int size
   write_split("t10k", test);
 }
 
+namespace {
+
+// A waitpid status as a shell reports it: the exit code, or 128 + the signal that ended the process.
+int ExitCodeOf(int wait_status) {
+  return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+}
+
+}  // namespace
+
 CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {
   return BackgroundCommand(argv, extra_env).Wait();
 }
@@ -170,7 +179,7 @@ CommandResult BackgroundCommand::WaitAtMost(double seconds) {
   ::close(output_fd_);
   if (!ended) ::waitpid(pid_, &status, 0);
   pid_ = -1;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.exit_code = ExitCodeOf(status);
   return result;
 }
 
@@ -183,7 +192,7 @@ CommandResult BackgroundCommand::Wait() {
   int status = 0;
   ::waitpid(pid_, &status, 0);
   pid_ = -1;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.exit_code = ExitCodeOf(status);
   return result;
 }
 
